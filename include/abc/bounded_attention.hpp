@@ -1,0 +1,450 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. abc::BoundedAttention, the operator every control plugs into.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <utility>
+
+#include "concepts.hpp"
+#include "config.hpp"
+#include "detail/check.hpp"
+#include "detail/recurrence.hpp"
+#include "options.hpp"
+#include "state.hpp"
+#include "types.hpp"
+
+namespace abc {
+
+/**
+ * \brief Attention whose memory has a fixed number of slots, written by a control policy.
+ *
+ * Every token's key and value are added to the n memory slots through the recurrence
+ * `K̃_t = diag(a_t) K̃_{t-1} + w_t ⊗ k_t` (and the same for Ṽ), whose decay `a_t` and write `w_t`
+ * the control states; queries read `Ṽᵀ softmax(scale · K̃ q)`. Cost is O(N · n · d) time and
+ * O(n · d) decode state, instead of O(N²) for full attention. Slots never written take no softmax
+ * mass unless `Options::empty_slots` says otherwise; a memory with no written slot reads as zero.
+ *
+ * Three forms, which agree to rounding for every control:
+ * - `forward`: non-causal and cross attention; every query reads the memory of all keys.
+ * - `forward_causal`: query t reads the memory of keys 0..t, computed in parallel by chunks.
+ * - `step`: one token, O(n · d), continuing a State; `forward_causal(state, ...)` continues a State
+ *   over many tokens (prefill, or a long sequence fed in pieces).
+ *
+ * Every call checks shapes, capacity and finiteness first and throws abc::shape_error or
+ * abc::config_error naming the argument; a call that throws leaves the state unchanged. The
+ * `validate*` functions run the same checks without throwing.
+ *
+ * \tparam Control a control policy (see abc/concepts.hpp; built-ins live in abc/control/).
+ *
+ * \code
+ * abc::BoundedAttention attn{abc::control::SlidingWindow{32}};
+ * abc::Matrix<float> out = attn.forward_causal(q, k, v);   // [N × dv]
+ * \endcode
+ */
+template <class Control>
+class BoundedAttention {
+  static_assert(detail::has_scalar_type<Control>::value,
+                "abc::BoundedAttention<Control>: Control must provide `using scalar_type = float;` "
+                "(or double) (see abc/concepts.hpp)");
+  static_assert(detail::has_num_slots<Control>::value,
+                "abc::BoundedAttention<Control>: Control must provide `Index num_slots() const` "
+                "(see abc/concepts.hpp)");
+  static_assert(detail::has_sparse_schedule<Control>::value ||
+                    detail::has_dense_schedule<Control>::value,
+                "abc::BoundedAttention<Control>: Control must provide a schedule: either "
+                "`static constexpr int max_writes` with `void schedule(Index t, VectorRef<T> x, "
+                "MatrixOut<T> norm, SparseWrite<T, max_writes>& w) const`, or `void "
+                "schedule(Index t0, MatrixRef<T> x, MatrixOut<T> norm, MatrixOut<T> decay, "
+                "MatrixOut<T> write) const` (see abc/concepts.hpp)");
+
+ public:
+  using control_type = Control;
+  using scalar_type = typename Control::scalar_type;
+  using state_type = State<scalar_type>;
+  static_assert(detail::is_supported_scalar<scalar_type>::value,
+                "abc::BoundedAttention<Control>: Control::scalar_type must be float or double");
+
+ private:
+  using T = scalar_type;
+  static constexpr bool sparse = detail::has_sparse_schedule<Control>::value;
+  static constexpr bool has_decay = detail::decay_flag<Control>::value;
+
+ public:
+  /// \throws config_error if the control has no slot or the scale is not finite and positive.
+  explicit BoundedAttention(Control control, Options options = {})
+      : control_(std::move(control)), options_(options) {
+    detail::require_scale("abc::BoundedAttention", "options.scale", options_.scale);
+    detail::Problem p;
+    if (control_.num_slots() < 1)
+      p = detail::at_least(Status::bad_config, "num_slots()", control_.num_slots(), 1,
+                           "a memory needs a slot");
+    else if (options_.chunk < 1)
+      p = detail::at_least(Status::bad_config, "options.chunk", options_.chunk, 1,
+                           "a chunk holds a token");
+    if (p) detail::raise("abc::BoundedAttention", p);
+  }
+
+  const Control& control() const noexcept { return control_; }
+  const Options& options() const noexcept { return options_; }
+  Index num_slots() const noexcept { return control_.num_slots(); }
+
+  /// The scale a read with queries of width `d` uses.
+  T scale(Index d) const noexcept {
+    return options_.scale > 0 ? T(options_.scale) : T(1) / std::sqrt(T(d));
+  }
+
+  // ---- non-causal / cross attention -----------------------------------------------------------
+
+  /**
+   * \brief Non-causal (encoder or cross) attention: every query reads the memory of all keys.
+   * \param q queries, [M × d], row-major; M may differ from N
+   * \param k keys, [N × d]
+   * \param v values, [N × dv]
+   * \return [M × dv]
+   * \throws shape_error, config_error
+   */
+  Matrix<T> forward(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v) const {
+    Matrix<T> out(q.rows(), v.cols());
+    forward_into(q, k, v, out);
+    return out;
+  }
+  /// As forward(q, k, v), with the control input x [N × d_x] instead of the keys.
+  Matrix<T> forward(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v, MatrixRef<T> x) const {
+    Matrix<T> out(q.rows(), v.cols());
+    forward_into(q, k, v, x, out);
+    return out;
+  }
+  /// Allocation of the output left to the caller: `out` must be [M × dv].
+  void forward_into(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v, MatrixOut<T> out) const {
+    run_forward(q, k, v, nullptr, out);
+  }
+  void forward_into(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v, MatrixRef<T> x,
+                    MatrixOut<T> out) const {
+    run_forward(q, k, v, &x, out);
+  }
+  [[nodiscard]] Status validate(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v) const noexcept {
+    return check(Mode::non_causal, nullptr, q, k, v, nullptr).status;
+  }
+  [[nodiscard]] Status validate(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v,
+                                MatrixRef<T> x) const noexcept {
+    return check(Mode::non_causal, nullptr, q, k, v, &x).status;
+  }
+
+  // ---- causal, parallel -----------------------------------------------------------------------
+
+  /**
+   * \brief Causal attention computed in parallel: output t reads the memory of keys 0..t.
+   * \param q queries, [N × d]; \param k keys, [N × d]; \param v values, [N × dv]
+   * \return [N × dv]
+   */
+  Matrix<T> forward_causal(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v) const {
+    state_type s = make_state(k.cols(), v.cols());
+    return forward_causal(s, q, k, v);
+  }
+  Matrix<T> forward_causal(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v, MatrixRef<T> x) const {
+    state_type s = make_state(k.cols(), v.cols());
+    return forward_causal(s, q, k, v, x);
+  }
+  /// Continues `state` over N more tokens (prefill, or the next piece of a long sequence).
+  Matrix<T> forward_causal(state_type& state, MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v) const {
+    Matrix<T> out(q.rows(), v.cols());
+    forward_causal_into(state, q, k, v, out);
+    return out;
+  }
+  Matrix<T> forward_causal(state_type& state, MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v,
+                           MatrixRef<T> x) const {
+    Matrix<T> out(q.rows(), v.cols());
+    forward_causal_into(state, q, k, v, x, out);
+    return out;
+  }
+  void forward_causal_into(state_type& state, MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v,
+                           MatrixOut<T> out) const {
+    run_causal(state, q, k, v, nullptr, out);
+  }
+  void forward_causal_into(state_type& state, MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v,
+                           MatrixRef<T> x, MatrixOut<T> out) const {
+    run_causal(state, q, k, v, &x, out);
+  }
+  [[nodiscard]] Status validate(const state_type& state, MatrixRef<T> q, MatrixRef<T> k,
+                                MatrixRef<T> v) const noexcept {
+    return check(Mode::causal, &state, q, k, v, nullptr).status;
+  }
+  [[nodiscard]] Status validate(const state_type& state, MatrixRef<T> q, MatrixRef<T> k,
+                                MatrixRef<T> v, MatrixRef<T> x) const noexcept {
+    return check(Mode::causal, &state, q, k, v, &x).status;
+  }
+
+  // ---- recurrent ------------------------------------------------------------------------------
+
+  /// An empty decode state for keys of width d and values of width dv: O(n · (d + dv)).
+  state_type make_state(Index d, Index dv) const {
+    detail::Problem p;
+    if (d < 1) p = detail::at_least(Status::bad_config, "d", d, 1, "keys need a column");
+    if (dv < 1) p = detail::at_least(Status::bad_config, "dv", dv, 1, "values need a column");
+    if (p) detail::raise("abc::BoundedAttention::make_state", p);
+    state_type s(control_.num_slots(), d, dv);
+    s.scratch_.resize(3, control_.num_slots());
+    return s;
+  }
+
+  /**
+   * \brief One causal token: writes (k_t, v_t) into `state` and reads it with q_t. O(n · d).
+   * \param q_t [d], \param k_t [d], \param v_t [dv]
+   * \return [dv]
+   */
+  Vector<T> step(state_type& state, VectorRef<T> q_t, VectorRef<T> k_t, VectorRef<T> v_t) const {
+    Vector<T> out(v_t.size());
+    step_into(state, q_t, k_t, v_t, out);
+    return out;
+  }
+  Vector<T> step(state_type& state, VectorRef<T> q_t, VectorRef<T> k_t, VectorRef<T> v_t,
+                 VectorRef<T> x_t) const {
+    Vector<T> out(v_t.size());
+    step_into(state, q_t, k_t, v_t, x_t, out);
+    return out;
+  }
+  /// Allocation-free step: `out` must hold dv entries.
+  void step_into(state_type& state, VectorRef<T> q_t, VectorRef<T> k_t, VectorRef<T> v_t,
+                 VectorOut<T> out) const {
+    run_step(state, q_t, k_t, v_t, nullptr, out);
+  }
+  void step_into(state_type& state, VectorRef<T> q_t, VectorRef<T> k_t, VectorRef<T> v_t,
+                 VectorRef<T> x_t, VectorOut<T> out) const {
+    run_step(state, q_t, k_t, v_t, &x_t, out);
+  }
+  [[nodiscard]] Status validate_step(const state_type& state, VectorRef<T> q_t, VectorRef<T> k_t,
+                                     VectorRef<T> v_t) const noexcept {
+    return check(Mode::step, &state, rows(q_t), rows(k_t), rows(v_t), nullptr).status;
+  }
+  [[nodiscard]] Status validate_step(const state_type& state, VectorRef<T> q_t, VectorRef<T> k_t,
+                                     VectorRef<T> v_t, VectorRef<T> x_t) const noexcept {
+    MatrixRef<T> x = rows(x_t);
+    return check(Mode::step, &state, rows(q_t), rows(k_t), rows(v_t), &x).status;
+  }
+
+ private:
+  enum class Mode { non_causal, causal, step };
+
+  static const char* where(Mode m) noexcept {
+    switch (m) {
+      case Mode::non_causal: return "abc::BoundedAttention::forward";
+      case Mode::causal: return "abc::BoundedAttention::forward_causal";
+      case Mode::step: return "abc::BoundedAttention::step";
+    }
+    return "abc::BoundedAttention";
+  }
+
+  // A vector as a one-row matrix view (no copy): step shares every check with the parallel calls.
+  static Eigen::Map<const Matrix<T>> rows(const VectorRef<T>& x) noexcept {
+    return Eigen::Map<const Matrix<T>>(x.data(), 1, x.size());
+  }
+
+  bool masked() const noexcept { return options_.empty_slots == EmptySlots::masked; }
+
+  Index control_input_dim() const noexcept {
+    if constexpr (detail::has_input_dim<Control>::value)
+      return control_.input_dim();
+    else
+      return 0;
+  }
+
+  // Every check of every call, in one place; nothing is touched before it passes.
+  detail::Problem check(Mode mode, const state_type* state, const MatrixRef<T>& q,
+                        const MatrixRef<T>& k, const MatrixRef<T>& v,
+                        const MatrixRef<T>* x) const noexcept {
+    using detail::at_least;
+    using detail::shape_problem;
+    const bool one = mode == Mode::step;
+    const char* qn = one ? "q_t" : "q";
+    const char* kn = one ? "k_t" : "k";
+    const char* vn = one ? "v_t" : "v";
+    const char* xn = one ? "x_t" : "x";
+    const Index d = q.cols(), n_keys = k.rows();
+    if (d < 1) return at_least(Status::shape_mismatch, one ? "q_t.size()" : "q.cols()", d, 1,
+                               "queries and keys need a column");
+    if (auto p = shape_problem(kn, k.rows(), k.cols(), k.rows(), d,
+                               one ? "k_t.size() must equal q_t.size()" : "k.cols() must equal q.cols()"))
+      return p;
+    if (v.cols() < 1) return at_least(Status::shape_mismatch, one ? "v_t.size()" : "v.cols()",
+                                      v.cols(), 1, "values need a column");
+    if (auto p = shape_problem(vn, v.rows(), v.cols(), n_keys, v.cols(),
+                               "v.rows() must equal k.rows(): one value per key"))
+      return p;
+    if (mode == Mode::causal)
+      if (auto p = shape_problem(qn, q.rows(), q.cols(), n_keys, d,
+                                 "causal attention reads one query per key"))
+        return p;
+    const Index dx = control_input_dim();
+    if (x) {
+      const Index want = dx > 0 ? dx : x->cols();
+      if (auto p = shape_problem(xn, x->rows(), x->cols(), n_keys, want,
+                                 "one control input row per key, of the control's input_dim()"))
+        return p;
+    } else if (dx > 0) {
+      if (auto p = shape_problem(kn, k.rows(), k.cols(), k.rows(), dx,
+                                 "the control reads the keys as its input, so their width must be "
+                                 "the control's input_dim(); pass x to give it another input"))
+        return p;
+    }
+    if (state) {
+      if (auto p = shape_problem("state.keys()", state->num_slots(), state->key_dim(),
+                                 control_.num_slots(), d,
+                                 "the state must come from make_state(d, dv) of this attention"))
+        return p;
+      if (auto p = shape_problem("state.values()", state->num_slots(), state->value_dim(),
+                                 control_.num_slots(), v.cols(),
+                                 "the state must come from make_state(d, dv) of this attention"))
+        return p;
+    }
+    if constexpr (detail::has_max_tokens<Control>::value) {
+      const Index start = state ? state->position() : 0;
+      if (start + n_keys > control_.max_tokens())
+        return detail::value_problem(Status::bad_config,
+                                     "the token count (state position + new tokens)", start + n_keys,
+                                     "at most ", control_.max_tokens(),
+                                     "the control's capacity, max_tokens()");
+    }
+    if (auto p = detail::finite_problem(qn, q)) return p;
+    if (auto p = detail::finite_problem(kn, k)) return p;
+    if (auto p = detail::finite_problem(vn, v)) return p;
+    if (x)
+      if (auto p = detail::finite_problem(xn, *x)) return p;
+    return {};
+  }
+
+  void require(Mode mode, const state_type* state, const MatrixRef<T>& q, const MatrixRef<T>& k,
+               const MatrixRef<T>& v, const MatrixRef<T>* x, Index out_rows, Index out_cols,
+               Index actual_rows, Index actual_cols) const {
+    detail::Problem p = check(mode, state, q, k, v, x);
+    if (!p)
+      p = detail::shape_problem(mode == Mode::step ? "out" : "out", actual_rows, actual_cols,
+                                out_rows, out_cols, "the output buffer holds one row per query");
+    if (p) detail::raise(where(mode), p);
+  }
+
+  detail::MemoryView<T> view(state_type& s) const noexcept {
+    return {s.keys_, s.values_, s.norm_, s.written_};
+  }
+
+  // The control's schedule for tokens [t0, t0 + c) as dense rows of decays and writes.
+  static void fill(const Control& ctl, Index t0, Index c, const MatrixRef<T>& input,
+                   Matrix<T>& norm, detail::ChunkWorkspace<T>& ws) {
+    if constexpr (sparse) {
+      for (Index t = 0; t < c; ++t) {
+        SparseWrite<T, Control::max_writes> sw;
+        ctl.schedule(t0 + t, input.row(t).transpose(), norm, sw);
+        detail::expand_sparse(sw, ws.decay.row(t), ws.write.row(t));
+      }
+    } else {
+      ctl.schedule(t0, input, norm, ws.decay.topRows(c), ws.write.topRows(c));
+    }
+  }
+
+  void run_forward(const MatrixRef<T>& q, const MatrixRef<T>& k, const MatrixRef<T>& v,
+                   const MatrixRef<T>* x, MatrixOut<T>& out) const {
+    require(Mode::non_causal, nullptr, q, k, v, x, q.rows(), v.cols(), out.rows(), out.cols());
+    state_type s = make_state(k.cols(), v.cols());
+    const MatrixRef<T>& input = x ? *x : k;
+    if constexpr (detail::has_noncausal_form<Control>::value)
+      build(control_.noncausal_form(), s, input, k, v);
+    else
+      build(control_, s, input, k, v);
+    detail::read_all<T>(s.keys_, s.values_, s.written_, masked(), scale(q.cols()), q, out);
+  }
+
+  // The memory of all N tokens (the final state of the recurrence).
+  void build(const Control& ctl, state_type& s, const MatrixRef<T>& input, const MatrixRef<T>& k,
+             const MatrixRef<T>& v) const {
+    const Index n_keys = k.rows();
+    if constexpr (sparse) {
+      // One-hot writes: O(d) per token, no dense weights at all.
+      for (Index t = 0; t < n_keys; ++t) {
+        SparseWrite<T, Control::max_writes> sw;
+        ctl.schedule(t, input.row(t).transpose(), s.norm_, sw);
+        detail::apply_sparse<T, Control::max_writes>(view(s), sw, k.row(t).transpose(), v.row(t).transpose());
+      }
+    } else {
+      const Index chunk = std::min(options_.chunk, std::max<Index>(n_keys, 1));
+      detail::ChunkWorkspace<T> ws(chunk, control_.num_slots());
+      for (Index t0 = 0; t0 < n_keys; t0 += chunk) {
+        const Index c = std::min(chunk, n_keys - t0);
+        fill(ctl, t0, c, input.middleRows(t0, c), s.norm_, ws);
+        detail::advance_chunk<T>(view(s), ws, c, has_decay, k.middleRows(t0, c), v.middleRows(t0, c));
+      }
+    }
+    s.position_ = n_keys;
+  }
+
+  bool use_chunked() const noexcept {
+    switch (options_.causal_kernel) {
+      case CausalKernel::chunked: return true;
+      case CausalKernel::recurrent: return false;
+      case CausalKernel::automatic: break;
+    }
+    return !sparse;  // one-hot writes are O(d) per token: the token loop is the cheaper kernel
+  }
+
+  void run_causal(state_type& s, const MatrixRef<T>& q, const MatrixRef<T>& k,
+                  const MatrixRef<T>& v, const MatrixRef<T>* x, MatrixOut<T>& out) const {
+    require(Mode::causal, &s, q, k, v, x, q.rows(), v.cols(), out.rows(), out.cols());
+    const MatrixRef<T>& input = x ? *x : k;
+    const T sc = scale(q.cols());
+    const Index n_keys = k.rows(), start = s.position_;
+    if (use_chunked()) {
+      const Index chunk = std::min(options_.chunk, std::max<Index>(n_keys, 1));
+      detail::ChunkWorkspace<T> ws(chunk, control_.num_slots());
+      for (Index t0 = 0; t0 < n_keys; t0 += chunk) {
+        const Index c = std::min(chunk, n_keys - t0);
+        fill(control_, start + t0, c, input.middleRows(t0, c), s.norm_, ws);
+        detail::causal_chunk<T>(view(s), ws, c, has_decay, masked(), sc, q.middleRows(t0, c),
+                             k.middleRows(t0, c), v.middleRows(t0, c), out.middleRows(t0, c));
+      }
+    } else {
+      if (s.scratch_.rows() != 3) s.scratch_.resize(3, control_.num_slots());
+      for (Index t = 0; t < n_keys; ++t)
+        advance_and_read(s, start + t, q.row(t).transpose(), k.row(t).transpose(),
+                         v.row(t).transpose(), input.row(t).transpose(), sc,
+                         out.row(t).transpose());
+    }
+    s.position_ = start + n_keys;
+  }
+
+  void run_step(state_type& s, const VectorRef<T>& q, const VectorRef<T>& k, const VectorRef<T>& v,
+                const VectorRef<T>* x, VectorOut<T>& out) const {
+    MatrixRef<T> xm = rows(x ? *x : k);
+    require(Mode::step, &s, rows(q), rows(k), rows(v), x ? &xm : nullptr, v.size(), 1, out.size(), 1);
+    if (s.scratch_.rows() != 3) s.scratch_.resize(3, control_.num_slots());
+    advance_and_read(s, s.position_, q, k, v, x ? *x : k, scale(q.size()), out);
+    ++s.position_;
+  }
+
+  // Token t: the control's write into the memory, then the read. Scratch rows of the state hold the
+  // scores, decays and writes, so a step allocates nothing.
+  void advance_and_read(state_type& s, Index t, VectorRef<T> q, VectorRef<T> k, VectorRef<T> v,
+                        VectorRef<T> input, T sc, VectorOut<T> out) const {
+    if constexpr (sparse) {
+      SparseWrite<T, Control::max_writes> sw;
+      control_.schedule(t, input, s.norm_, sw);
+      detail::apply_sparse<T, Control::max_writes>(view(s), sw, k, v);
+    } else {
+      auto a = s.scratch_.row(1);
+      auto w = s.scratch_.row(2);
+      control_.schedule(t, rows(input), s.norm_, a, w);
+      detail::apply_dense<T>(view(s), a, w, k, v);
+    }
+    Eigen::Map<Vector<T>> scores(s.scratch_.row(0).data(), control_.num_slots());
+    scores.noalias() = s.keys_ * q;
+    scores *= sc;
+    if (detail::softmax_slots(scores.data(), scores.size(), s.written_.data(), masked()))
+      out.noalias() = s.values_.transpose() * scores;
+    else
+      out.setZero();
+  }
+
+  Control control_;
+  Options options_;
+};
+
+}  // namespace abc

@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. What a control policy must provide, as detection traits.
+#pragma once
+
+#include <type_traits>
+#include <utility>
+
+#include "schedule.hpp"
+#include "types.hpp"
+
+// concept Control {
+//   using scalar_type = float | double;
+//   Index num_slots() const;                       // n ≥ 1, fixed for the control's lifetime
+//
+//   // Exactly one of the two schedules, stating (a_t, w_t) of K̃_t = diag(a_t) K̃_{t-1} + w_t ⊗ k_t:
+//   // (a) sparse: the token touches at most max_writes slots
+//   static constexpr int max_writes;
+//   void schedule(Index t, VectorRef<T> x, MatrixOut<T> norm, SparseWrite<T, max_writes>& w) const;
+//   // (b) dense: a block of tokens t0 .. t0 + rows - 1, decay and write are [rows × n]
+//   void schedule(Index t0, MatrixRef<T> x, MatrixOut<T> norm, MatrixOut<T> decay,
+//                 MatrixOut<T> write) const;
+//
+//   // Optional:
+//   Index input_dim() const;      // width of the control input x; 0: the control reads no input
+//   Index max_tokens() const;     // capacity (Linformer N_max, compressive n·c); absent: unbounded
+//   static constexpr bool has_decay;  // false: a_t ≡ 1, the kernels skip every decay product
+//   Control noncausal_form() const;   // the control non-causal calls use, when it differs
+// };
+//
+// `t` is the token's absolute position in its sequence; `x` is the control input (the key unless the
+// caller passes its own); `norm` [2 × n] is the per-slot normaliser carried in the State (row 0 the
+// running max m of the log-weights, row 1 the sum Z relative to it), which a running-mean control
+// updates as it goes. A schedule must not fail: capacity is checked through
+// max_tokens() before any state is touched.
+
+namespace abc {
+namespace detail {
+
+template <class C, class = void>
+struct has_scalar_type : std::false_type {};
+template <class C>
+struct has_scalar_type<C, std::void_t<typename C::scalar_type>> : std::true_type {};
+
+template <class C, class = void>
+struct has_num_slots : std::false_type {};
+template <class C>
+struct has_num_slots<C, std::void_t<decltype(Index{std::declval<const C&>().num_slots()})>>
+    : std::true_type {};
+
+template <class C, class = void>
+struct has_max_writes : std::false_type {};
+template <class C>
+struct has_max_writes<C, std::void_t<decltype(int{C::max_writes})>> : std::true_type {};
+
+template <class C, class = void>
+struct sparse_write_of {
+  using type = void;
+};
+template <class C>
+struct sparse_write_of<C, std::enable_if_t<has_scalar_type<C>::value && has_max_writes<C>::value>> {
+  using type = SparseWrite<typename C::scalar_type, C::max_writes>;
+};
+
+template <class C, class = void>
+struct has_sparse_schedule : std::false_type {};
+template <class C>
+struct has_sparse_schedule<
+    C, std::void_t<typename C::scalar_type, typename sparse_write_of<C>::type,
+                   decltype(std::declval<const C&>().schedule(
+                       Index{}, std::declval<VectorRef<typename C::scalar_type>>(),
+                       std::declval<MatrixOut<typename C::scalar_type>>(),
+                       std::declval<typename sparse_write_of<C>::type&>()))>> : std::true_type {};
+
+template <class C, class = void>
+struct has_dense_schedule : std::false_type {};
+template <class C>
+struct has_dense_schedule<
+    C, std::void_t<decltype(std::declval<const C&>().schedule(
+           Index{}, std::declval<MatrixRef<typename C::scalar_type>>(),
+           std::declval<MatrixOut<typename C::scalar_type>>(),
+           std::declval<MatrixOut<typename C::scalar_type>>(),
+           std::declval<MatrixOut<typename C::scalar_type>>()))>> : std::true_type {};
+
+template <class C, class = void>
+struct has_input_dim : std::false_type {};
+template <class C>
+struct has_input_dim<C, std::void_t<decltype(Index{std::declval<const C&>().input_dim()})>>
+    : std::true_type {};
+
+template <class C, class = void>
+struct has_max_tokens : std::false_type {};
+template <class C>
+struct has_max_tokens<C, std::void_t<decltype(Index{std::declval<const C&>().max_tokens()})>>
+    : std::true_type {};
+
+template <class C, class = void>
+struct has_noncausal_form : std::false_type {};
+template <class C>
+struct has_noncausal_form<
+    C, std::enable_if_t<std::is_same<decltype(std::declval<const C&>().noncausal_form()), C>::value>>
+    : std::true_type {};
+
+template <class C, class = void>
+struct decay_flag : std::true_type {};
+template <class C>
+struct decay_flag<C, std::void_t<decltype(bool{C::has_decay})>>
+    : std::integral_constant<bool, C::has_decay> {};
+
+template <class T>
+struct is_supported_scalar : std::integral_constant<bool, std::is_same<T, float>::value ||
+                                                              std::is_same<T, double>::value> {};
+
+}  // namespace detail
+
+/// True when C provides everything BoundedAttention needs (see the block at the top of this file).
+template <class C>
+struct is_control_policy
+    : std::integral_constant<bool, detail::has_scalar_type<C>::value &&
+                                       detail::has_num_slots<C>::value &&
+                                       (detail::has_sparse_schedule<C>::value ||
+                                        detail::has_dense_schedule<C>::value)> {};
+
+template <class C>
+inline constexpr bool is_control_policy_v = is_control_policy<C>::value;
+
+/// True when C's schedule touches few slots per token (SparseWrite) rather than all n.
+template <class C>
+inline constexpr bool is_sparse_control_v = detail::has_sparse_schedule<C>::value;
+
+#if defined(__cpp_concepts) && __cpp_concepts >= 201907L
+template <class C>
+concept ControlPolicy = is_control_policy_v<C>;
+#endif
+
+}  // namespace abc

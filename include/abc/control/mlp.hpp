@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. control::Mlp, ABC-MLP: learned, input-dependent control.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "../detail/check.hpp"
+#include "../detail/control_check.hpp"
+#include "../detail/random.hpp"
+#include "../types.hpp"
+
+namespace abc {
+namespace control {
+
+/// The activation α = act(s) that turns slot logits into write mass.
+enum class Activation {
+  exp,      ///< the paper's default (Table 5.7, best)
+  sigmoid,  ///< α = σ(s)
+  relu,     ///< α = max(s, 0); a slot with zero prefix mass is empty and masked
+};
+
+/// How the write mass is normalised causally (non-causally both are Eq. 5.10).
+enum class Normalization {
+  prefix,     ///< default: slot ℓ is a convex combination of the prefix, K̃_t = Σ_i α_i k_i / Σ_i α_i
+  per_token,  ///< the footnote read literally: φ_t = α_t / Σ_{j≤t} α_j, weights never revised
+};
+
+/**
+ * \brief ABC-MLP (ABC paper §5.4, Eq. 5.10): slot logits s_t = W_φ x_t, normalised over tokens.
+ *
+ * Default (prefix normalisation, exp): slot ℓ of the memory is the softmax attention of the
+ * pseudo-query W_φ[ℓ] over the keys seen so far. As a schedule of the shared recurrence, with
+ * z_t = log Σ_{i≤t} α_i per slot (carried in the State's normaliser as max and relative sum):
+ *     decay a_t = exp(z_{t-1} − z_t),  write w_t = exp(log α_t − z_t).
+ * Both exponents are ≤ 0, so any logits (±1e4 included) are safe, and the carried z makes decoding
+ * and split-and-continue exact. sigmoid and relu use log α instead of s in the same formulas.
+ *
+ * The control input x is the key unless the caller passes its own X [N × d_x] (the paper uses the
+ * layer input); d_x is the number of columns of W_φ.
+ *
+ * \tparam Scalar float or double.
+ */
+template <class Scalar = float>
+class Mlp {
+ public:
+  using scalar_type = Scalar;
+
+  /// From given weights W_φ [n × d_x]. \throws config_error if W_φ is empty or not finite.
+  explicit Mlp(Matrix<Scalar> w_phi, Activation activation = Activation::exp,
+               Normalization normalization = Normalization::prefix)
+      : w_(std::move(w_phi)), activation_(activation), normalization_(normalization) {
+    detail::require_at_least("abc::control::Mlp", "W_phi.rows() (slots)", w_.rows(), 1,
+                             "at least one slot");
+    detail::require_at_least("abc::control::Mlp", "W_phi.cols() (input width)", w_.cols(), 1,
+                             "the control input needs at least one column");
+    if (auto p = detail::finite_problem("W_phi", w_)) detail::raise("abc::control::Mlp", p);
+  }
+
+  /// Seeded random W_φ [n × d_x], entries N(0, 1/d_x): logits of unit scale for unit-scale inputs.
+  Mlp(Index d_x, Index n, std::uint64_t seed, Activation activation = Activation::exp,
+      Normalization normalization = Normalization::prefix)
+      : Mlp(random_weights(d_x, n, seed), activation, normalization) {}
+
+  static Mlp random(Index d_x, Index n, std::uint64_t seed, Activation activation = Activation::exp,
+                    Normalization normalization = Normalization::prefix) {
+    return Mlp(d_x, n, seed, activation, normalization);
+  }
+
+  Index num_slots() const noexcept { return w_.rows(); }
+  Index input_dim() const noexcept { return w_.cols(); }
+  const Matrix<Scalar>& weights() const noexcept { return w_; }
+  Activation activation() const noexcept { return activation_; }
+  Normalization normalization() const noexcept { return normalization_; }
+
+  /// Non-causally both normalisations are Eq. 5.10, whose memory is the prefix-normalised one.
+  Mlp noncausal_form() const {
+    Mlp m = *this;
+    m.normalization_ = Normalization::prefix;
+    return m;
+  }
+
+  /// Logits X W_φᵀ, then the online log-sum-exp per slot (see the class comment).
+  void schedule(Index /*t0*/, MatrixRef<Scalar> x, MatrixOut<Scalar> norm,
+                MatrixOut<Scalar> decay, MatrixOut<Scalar> write) const {
+    constexpr Scalar inf = std::numeric_limits<Scalar>::infinity();
+    // Slots are processed in blocks held in fixed-capacity arrays: vectorised exp, no heap use, so
+    // a decode step allocates nothing.
+    constexpr Index block = 16;
+    using Lane = Eigen::Array<Scalar, Eigen::Dynamic, 1, Eigen::ColMajor, block, 1>;
+    const Index c = x.rows(), n = num_slots();
+    const bool prefix = normalization_ == Normalization::prefix;
+    write.noalias() = x * w_.transpose();  // logits, replaced row by row with the write weights
+    for (Index l0 = 0; l0 < n; l0 += block) {
+      const Index b = std::min(block, n - l0);
+      // Running max m and the sum relative to it, Z = Σ α_i exp(−m), so z = m + log Z.
+      Lane m = norm.row(0).segment(l0, b).transpose().array();
+      Lane z = norm.row(1).segment(l0, b).transpose().array();
+      for (Index t = 0; t < c; ++t) {
+        Lane lam = log_weight(write.row(t).segment(l0, b).transpose().array());
+        Lane m_new = m.max(lam);
+        // One of the two exponents is exactly 0 and the other is ≤ 0; −∞ (an empty slot, or a
+        // relu token with no mass) is mapped to 0 explicitly rather than through −∞ − (−∞).
+        Lane keep = (m == -inf).select(Lane::Zero(b), (m - m_new).exp());
+        Lane add = (lam == -inf).select(Lane::Zero(b), (lam - m_new).exp());
+        Lane z_new = keep * z + add;
+        const auto live = z_new > Scalar(0);
+        decay.row(t).segment(l0, b).transpose().array() =
+            live.select(prefix ? Lane(keep * z / z_new) : Lane(Lane::Ones(b)), Lane::Ones(b));
+        write.row(t).segment(l0, b).transpose().array() = live.select(add / z_new, Lane::Zero(b));
+        m = live.select(m_new, m);
+        z = z_new;
+      }
+      norm.row(0).segment(l0, b).transpose().array() = m;
+      norm.row(1).segment(l0, b).transpose().array() = z;
+    }
+  }
+
+ private:
+  // log α for the activation; −∞ where α = 0.
+  template <class Arr>
+  auto log_weight(const Arr& s) const -> Eigen::Array<Scalar, Eigen::Dynamic, 1, Eigen::ColMajor, 16, 1> {
+    using Lane = Eigen::Array<Scalar, Eigen::Dynamic, 1, Eigen::ColMajor, 16, 1>;
+    switch (activation_) {
+      case Activation::sigmoid:  // log σ(s) = −softplus(−s), computed without overflow
+        return Lane(-((-s).max(Scalar(0)) + (-s.abs()).exp().log1p()));
+      case Activation::relu:
+        return Lane(s.max(Scalar(0)).log());
+      case Activation::exp: break;
+    }
+    return Lane(s);
+  }
+
+  static Matrix<Scalar> random_weights(Index d_x, Index n, std::uint64_t seed) {
+    detail::require_at_least("abc::control::Mlp::random", "d_x", d_x, 1, "at least one input column");
+    detail::require_at_least("abc::control::Mlp::random", "n", n, 1, "at least one slot");
+    Matrix<Scalar> w(n, d_x);
+    const double sd = 1.0 / std::sqrt(static_cast<double>(d_x));
+    for (Index i = 0; i < w.size(); ++i)
+      w.data()[i] = static_cast<Scalar>(sd * detail::normal(seed, static_cast<std::uint64_t>(i)));
+    return w;
+  }
+
+  Matrix<Scalar> w_;
+  Activation activation_;
+  Normalization normalization_;
+};
+
+}  // namespace control
+}  // namespace abc

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. control::SlidingWindow, the last n tokens in a ring buffer.
+#pragma once
+
+#include "../detail/control_check.hpp"
+#include "../schedule.hpp"
+#include "../types.hpp"
+
+namespace abc {
+namespace control {
+
+/**
+ * \brief The memory holds the last n keys and values (ABC paper §5.3.3, P3).
+ *
+ * Schedule: token t overwrites slot t mod n (decay 0 on that slot, write 1), every other slot is
+ * kept. This is the paper's upper-shift form `K̃_t = U K̃_{t-1} + e_n ⊗ k_t` up to the order of the
+ * slots, which a softmax read ignores; a ring buffer never moves O(n · d) data. With n ≥ N it is
+ * causal softmax attention; with n < N, attention over the last n tokens.
+ *
+ * \code
+ * abc::BoundedAttention attn{abc::control::SlidingWindow{32}};
+ * \endcode
+ */
+template <class Scalar = float>
+class SlidingWindow {
+ public:
+  using scalar_type = Scalar;
+  static constexpr int max_writes = 1;
+
+  /// \throws config_error if n < 1.
+  explicit SlidingWindow(Index n) : n_(n) {
+    detail::require_at_least("abc::control::SlidingWindow", "n", n, 1,
+                             "the window holds at least one token");
+  }
+
+  Index num_slots() const noexcept { return n_; }
+
+  void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*norm*/,
+                SparseWrite<Scalar, 1>& w) const noexcept {
+    w.add(t % n_, Scalar(0), Scalar(1));
+  }
+
+ private:
+  Index n_;
+};
+
+}  // namespace control
+}  // namespace abc

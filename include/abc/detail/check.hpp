@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. Argument checks shared by validate() and the throwing calls.
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include "../config.hpp"
+#include "../error.hpp"
+#include "../types.hpp"
+
+namespace abc {
+namespace detail {
+
+// A failed check, kept allocation-free so validate() can be noexcept; the message is built only
+// when a throwing call reports it. `rule` is a string literal saying why the shape is expected.
+struct Problem {
+  Status status = Status::ok;
+  const char* arg = "";
+  const char* rule = "";
+  Index rows = 0, cols = 0;                  // actual shape (or value in `rows` for scalars)
+  Index expected_rows = 0, expected_cols = 0;
+  const char* relation = "";                 // for values: "at least ", "at most "
+  explicit operator bool() const noexcept { return status != Status::ok; }
+};
+
+inline std::string shape_string(Index r, Index c) {
+  return "[" + std::to_string(r) + " x " + std::to_string(c) + "]";
+}
+
+inline std::string message(const char* where, const Problem& p) {
+  std::string m = std::string(where) + ": ";
+  if (*p.relation) {  // a value against its bound
+    m += std::string(p.arg) + " is " + std::to_string(p.rows) + ", expected " + p.relation +
+         std::to_string(p.expected_rows);
+  } else if (p.status == Status::non_finite) {
+    m += std::string(p.arg) + " holds a non-finite value at row " + std::to_string(p.rows) +
+         ", column " + std::to_string(p.cols) + ", expected finite values";
+  } else {
+    m += std::string(p.arg) + " is " + shape_string(p.rows, p.cols) + ", expected " +
+         shape_string(p.expected_rows, p.expected_cols);
+  }
+  if (*p.rule) m += std::string(" (") + p.rule + ")";
+  return m;
+}
+
+[[noreturn]] inline void raise(const char* where, const Problem& p) {
+  if (p.status == Status::shape_mismatch) ABC_THROW(shape_error(message(where, p)));
+  ABC_THROW(config_error(message(where, p)));
+}
+
+inline Problem shape_problem(const char* arg, Index r, Index c, Index er, Index ec,
+                             const char* rule) noexcept {
+  Problem p;
+  if (r != er || c != ec) p = Problem{Status::shape_mismatch, arg, rule, r, c, er, ec};
+  return p;
+}
+
+// A value outside its bound: "<arg> is <value>, expected <relation><expected> (<rule>)".
+inline Problem value_problem(Status s, const char* arg, Index value, const char* relation,
+                             Index expected, const char* rule) noexcept {
+  return Problem{s, arg, rule, value, 0, expected, 0, relation};
+}
+
+inline Problem at_least(Status s, const char* arg, Index value, Index least, const char* rule) noexcept {
+  return value_problem(s, arg, value, "at least ", least, rule);
+}
+
+// A real-valued setting that must be finite and positive (0 allowed when it means "default").
+inline void require_scale(const char* where, const char* arg, double value) {
+  if (std::isfinite(value) && value >= 0) return;
+  const std::string m = std::string(where) + ": " + arg + " is " + std::to_string(value) +
+                        ", expected a finite value > 0, or 0 for 1/sqrt(d)";
+  ABC_THROW(config_error(m));
+}
+
+template <class Derived>
+Problem finite_problem(const char* arg, const Eigen::MatrixBase<Derived>& m) noexcept {
+  // allFinite() is one vectorised pass; the slow scan only runs to locate the offender.
+  if (m.allFinite()) return {};
+  for (Index i = 0; i < m.rows(); ++i)
+    for (Index j = 0; j < m.cols(); ++j)
+      if (!std::isfinite(m(i, j))) return Problem{Status::non_finite, arg, "", i, j, 0, 0};
+  return {};
+}
+
+}  // namespace detail
+}  // namespace abc

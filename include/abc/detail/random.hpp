@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. Counter-based random numbers: the same on every platform.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+namespace abc {
+namespace detail {
+
+// SplitMix64 finaliser: a bijective mix, so hash(seed, i) is a counter-based generator. Parallel,
+// recurrent and split runs draw the same numbers because nothing depends on call order, and unlike
+// <random>'s distributions the results do not vary between standard libraries.
+inline std::uint64_t mix64(std::uint64_t z) noexcept {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+inline std::uint64_t hash(std::uint64_t seed, std::uint64_t counter) noexcept {
+  return mix64(mix64(seed) ^ counter);
+}
+
+// Uniform in (0, 1): 53 random bits, never exactly 0 (so log() below is finite).
+inline double uniform(std::uint64_t seed, std::uint64_t counter) noexcept {
+  return (static_cast<double>(hash(seed, counter) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+// Standard normal by Box–Muller from two counters.
+inline double normal(std::uint64_t seed, std::uint64_t counter) noexcept {
+  const double u1 = uniform(seed, 2 * counter), u2 = uniform(seed, 2 * counter + 1);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+}  // namespace detail
+}  // namespace abc

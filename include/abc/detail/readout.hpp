@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. The softmax read over slots, with the empty-slot rule.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "../types.hpp"
+
+namespace abc {
+namespace detail {
+
+// In place: logits → probabilities over the readable slots (all slots, or only written ones when
+// `mask`); unreadable slots get exactly 0. The max is subtracted first, so every exponent is ≤ 0 and
+// the sum is ≥ 1: the division can never be by zero. Returns false when no slot is readable, in
+// which case p is all zero and the read is the zero vector (never NaN).
+template <class T>
+bool softmax_slots(T* logits, Index n, const std::uint8_t* written, bool mask) {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> a(logits, n);
+  if (mask)
+    for (Index l = 0; l < n; ++l)
+      if (!written[l]) a[l] = -inf;
+  const T m = a.maxCoeff();
+  if (m == -inf) {
+    a.setZero();
+    return false;
+  }
+  if (m == inf) {
+    // Logits overflowed (keys and queries near the type's limit): the softmax limit shares the mass
+    // equally among the infinite logits instead of producing inf − inf = NaN.
+    a = (a == inf).template cast<T>();
+    a /= a.sum();
+    return true;
+  }
+  a = (a - m).exp();
+  a /= a.sum();
+  return true;
+}
+
+}  // namespace detail
+}  // namespace abc

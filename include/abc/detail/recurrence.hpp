@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. The shared kernels of K̃_t = diag(a_t) K̃_{t-1} + w_t ⊗ k_t.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "../schedule.hpp"
+#include "../types.hpp"
+#include "readout.hpp"
+
+namespace abc {
+namespace detail {
+
+// The mutable parts of a State, as the kernels see them.
+template <class T>
+struct MemoryView {
+  Matrix<T>& keys;                     // K̃ [n × d]
+  Matrix<T>& values;                   // Ṽ [n × dv]
+  Matrix<T>& norm;                     // [2 × n]: running max, sum
+  std::vector<std::uint8_t>& written;  // [n]
+};
+
+// One token of a sparse schedule: O(count · d), plus O(n · d) only when every slot decays.
+template <class T, int W>
+void apply_sparse(MemoryView<T> m, const SparseWrite<T, W>& s, VectorRef<T> k, VectorRef<T> v) {
+  if (s.decay_all != T(1)) {
+    m.keys *= s.decay_all;
+    m.values *= s.decay_all;
+  }
+  for (int j = 0; j < s.count; ++j) {
+    const SlotWrite<T>& w = s.writes[static_cast<std::size_t>(j)];
+    auto kr = m.keys.row(w.slot);
+    auto vr = m.values.row(w.slot);
+    if (w.decay == T(0)) {  // a ring-buffer overwrite: no read of the old row at all
+      kr.noalias() = w.weight * k.transpose();
+      vr.noalias() = w.weight * v.transpose();
+    } else {
+      kr = w.decay * kr + w.weight * k.transpose();
+      vr = w.decay * vr + w.weight * v.transpose();
+    }
+    if (w.weight != T(0)) m.written[static_cast<std::size_t>(w.slot)] = 1;
+  }
+}
+
+// A sparse schedule as one dense row of decays and writes (for the chunked kernel).
+template <class T, int W, class RowA, class RowW>
+void expand_sparse(const SparseWrite<T, W>& s, RowA&& a, RowW&& w) {
+  a.setConstant(s.decay_all);
+  w.setZero();
+  for (int j = 0; j < s.count; ++j) {
+    const SlotWrite<T>& sw = s.writes[static_cast<std::size_t>(j)];
+    a(sw.slot) *= sw.decay;
+    w(sw.slot) = sw.weight;
+  }
+}
+
+template <class T, class RowW>
+void mark_written(const RowW& w, std::vector<std::uint8_t>& written) {
+  for (Index l = 0; l < w.size(); ++l)
+    if (w(l) != T(0)) written[static_cast<std::size_t>(l)] = 1;
+}
+
+// One token of a dense schedule: K̃ ← diag(a) K̃ + w ⊗ k, and the same for Ṽ.
+template <class T, class RowA, class RowW>
+void apply_dense(MemoryView<T> m, const RowA& a, const RowW& w, VectorRef<T> k, VectorRef<T> v) {
+  m.keys.array().colwise() *= a.transpose().array();
+  m.values.array().colwise() *= a.transpose().array();
+  m.keys.noalias() += w.transpose() * k.transpose();
+  m.values.noalias() += w.transpose() * v.transpose();
+  mark_written<T>(w, m.written);
+}
+
+// Buffers of the chunked kernel, sized once per call.
+template <class T>
+struct ChunkWorkspace {
+  Matrix<T> decay, write, eff, gram, prev, pd, mix;
+  Eigen::Matrix<T, 1, Eigen::Dynamic> dcum, scores;
+  ChunkWorkspace(Index chunk, Index n)
+      : decay(chunk, n), write(chunk, n), eff(chunk, n), gram(chunk, chunk), prev(chunk, n),
+        pd(chunk, n), mix(chunk, chunk), dcum(n), scores(n) {}
+};
+
+// Causal outputs for tokens t0 .. t0 + c − 1 of one chunk, continuing from the memory in `m`, then
+// the memory advanced to the chunk's end. Decay and write rows [c × n] are already in `ws`.
+//
+// With E_t[i] = w_i ⊙ Π_{j=i+1..t} a_j (token i's weight in the memory at time t) and
+// D_t = Π_{j≤t} a_j (what is left of the carried memory):
+//   scores_t = D_t ⊙ (K̃_prev q_t) + Σ_{i≤t} E_t[i] (q_t·k_i)             key pass
+//   out_t    = (p_t ⊙ D_t)ᵀ Ṽ_prev + Σ_{i≤t} (E_t[i]·p_t) v_i              value pass
+// E is advanced by products only (no division, no log): exact for decays of 0 (ring buffers) and
+// for any underflow. Nothing of size N × n × d is stored; the per-token work outside the GEMMs is
+// O(C · n).
+template <class T>
+void causal_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool has_decay, bool mask,
+                  T scale, const Eigen::Ref<const Matrix<T>>& q, const Eigen::Ref<const Matrix<T>>& k,
+                  const Eigen::Ref<const Matrix<T>>& v, Eigen::Ref<Matrix<T>> out) {
+  const Index n = m.keys.rows();
+  auto gram = ws.gram.topLeftCorner(c, c);
+  auto prev = ws.prev.topRows(c);
+  auto eff = ws.eff.topRows(c);
+  auto mix = ws.mix.topLeftCorner(c, c);
+  auto pd = ws.pd.topRows(c);
+  gram.noalias() = scale * q * k.transpose();
+  prev.noalias() = scale * q * m.keys.transpose();
+  mix.setZero();
+  ws.dcum.setOnes();
+  for (Index t = 0; t < c; ++t) {
+    auto a = ws.decay.row(t);
+    auto w = ws.write.row(t);
+    if (has_decay) {
+      eff.topRows(t).array().rowwise() *= a.array();
+      ws.dcum.array() *= a.array();
+    }
+    eff.row(t) = w;
+    mark_written<T>(w, m.written);
+    ws.scores.noalias() = gram.row(t).head(t + 1) * eff.topRows(t + 1);
+    if (has_decay)
+      ws.scores.array() += ws.dcum.array() * prev.row(t).array();
+    else
+      ws.scores += prev.row(t);
+    if (softmax_slots(ws.scores.data(), n, m.written.data(), mask)) {
+      pd.row(t) = ws.scores.cwiseProduct(ws.dcum);
+      mix.row(t).head(t + 1).noalias() = ws.scores * eff.topRows(t + 1).transpose();
+    } else {
+      pd.row(t).setZero();
+    }
+  }
+  out.noalias() = pd * m.values;
+  out.noalias() += mix * v;
+  if (has_decay) {
+    m.keys.array().colwise() *= ws.dcum.transpose().array();
+    m.values.array().colwise() *= ws.dcum.transpose().array();
+  }
+  m.keys.noalias() += eff.transpose() * k;
+  m.values.noalias() += eff.transpose() * v;
+}
+
+// The memory advanced over one chunk without any read (non-causal memory build): the effective
+// weight of token i at the chunk's end is w_i ⊙ Π_{j>i} a_j, found by one backward sweep.
+template <class T>
+void advance_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool has_decay,
+                   const Eigen::Ref<const Matrix<T>>& k, const Eigen::Ref<const Matrix<T>>& v) {
+  auto eff = ws.eff.topRows(c);
+  for (Index t = 0; t < c; ++t) mark_written<T>(ws.write.row(t), m.written);
+  if (!has_decay) {
+    m.keys.noalias() += ws.write.topRows(c).transpose() * k;
+    m.values.noalias() += ws.write.topRows(c).transpose() * v;
+    return;
+  }
+  ws.dcum.setOnes();
+  for (Index t = c - 1; t >= 0; --t) {
+    eff.row(t) = ws.write.row(t).cwiseProduct(ws.dcum);
+    ws.dcum.array() *= ws.decay.row(t).array();
+  }
+  m.keys.array().colwise() *= ws.dcum.transpose().array();
+  m.values.array().colwise() *= ws.dcum.transpose().array();
+  m.keys.noalias() += eff.transpose() * k;
+  m.values.noalias() += eff.transpose() * v;
+}
+
+// Row-wise read of a finished memory by many queries: two GEMMs and a row softmax.
+template <class T>
+void read_all(const Matrix<T>& keys, const Matrix<T>& values, const std::vector<std::uint8_t>& written,
+              bool mask, T scale, const Eigen::Ref<const Matrix<T>>& q, Eigen::Ref<Matrix<T>> out) {
+  Matrix<T> p = scale * q * keys.transpose();
+  for (Index i = 0; i < p.rows(); ++i)
+    if (!softmax_slots(p.row(i).data(), p.cols(), written.data(), mask)) p.row(i).setZero();
+  out.noalias() = p * values;
+}
+
+}  // namespace detail
+}  // namespace abc

@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. Options shared by every BoundedAttention: scale, empty slots, kernel.
+#pragma once
+
+#include "types.hpp"
+
+namespace abc {
+
+/// What a slot that has never been written contributes to a softmax read.
+enum class EmptySlots {
+  masked,   ///< default: it takes no mass, so Identity equals causal softmax attention exactly
+  literal,  ///< the equations read literally: a zero row with logit 0 still takes mass exp(0)
+};
+
+/// Which causal parallel kernel runs. `automatic` picks the cheaper one for the control; the
+/// others exist so tests can prove both agree for every control.
+enum class CausalKernel { automatic, chunked, recurrent };
+
+/**
+ * \brief Options of a BoundedAttention; every field has a default, set only what you need.
+ *
+ * \code
+ * abc::Options opts;
+ * opts.scale = 1.0;  // the papers' equations, no 1/sqrt(d)
+ * abc::BoundedAttention attn{abc::control::SlidingWindow{32}, opts};
+ * \endcode
+ */
+struct Options {
+  /// Softmax scale of the read; 0 (default) means 1/sqrt(d) with d the query width.
+  double scale = 0.0;
+  EmptySlots empty_slots = EmptySlots::masked;
+  CausalKernel causal_kernel = CausalKernel::automatic;
+  /// Tokens per chunk of the chunked causal kernel.
+  Index chunk = 64;
+};
+
+}  // namespace abc

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. abc::SparseWrite, the per-token schedule of a one-hot control.
+#pragma once
+
+#include <array>
+
+#include "types.hpp"
+
+namespace abc {
+
+/// One slot touched by a sparse write: K̃[slot] ← decay · K̃[slot] + weight · k.
+template <class T>
+struct SlotWrite {
+  Index slot = 0;
+  T decay = T(1);
+  T weight = T(0);
+};
+
+/**
+ * \brief The (decay, write) schedule of one token for a control that touches few slots.
+ *
+ * Meaning: every slot is first multiplied by `decay_all` (1 unless gated), then each listed slot is
+ * multiplied by its own `decay` and receives `weight` times the key (and value). A control that
+ * writes nothing for a token (a non-global token) leaves `count` at 0. Applying it costs
+ * O(count · d), plus O(n · d) only when `decay_all != 1`.
+ *
+ * \tparam T scalar type.
+ * \tparam MaxWrites how many slots one token can touch (1 for one-hot controls).
+ */
+template <class T, int MaxWrites>
+struct SparseWrite {
+  static_assert(MaxWrites >= 1, "abc::SparseWrite: MaxWrites must be at least 1");
+  T decay_all = T(1);
+  int count = 0;
+  std::array<SlotWrite<T>, MaxWrites> writes{};
+
+  void add(Index slot, T decay, T weight) noexcept { writes[static_cast<std::size_t>(count++)] = {slot, decay, weight}; }
+};
+
+}  // namespace abc

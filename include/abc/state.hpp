@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. abc::State, the O(n·d) decode state of one sequence and head.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "types.hpp"
+
+namespace abc {
+
+/**
+ * \brief The bounded memory of one sequence: K̃ [n × d], Ṽ [n × dv], a per-slot normaliser,
+ * the slots written so far, and the number of tokens consumed.
+ *
+ * Size is O(n·(d + dv)) whatever the sequence length. The normaliser is what makes the normalised
+ * ABC-MLP (and every running-mean control) exact across splits: slot ℓ of K̃ holds
+ * Σ_i exp(λ_iℓ − z_ℓ) k_i with z_ℓ = log Σ_i exp(λ_iℓ). It is carried split in two, row 0 the
+ * running maximum m of the log-weights and row 1 the sum Z = Σ_i exp(λ_iℓ − m) ∈ [1, t], because
+ * a single z = m + log Z would lose log Z to rounding once |m| is large (float's spacing at 1e4 is
+ * 1e-3). Controls that do not normalise leave it at (−∞, 0). A State is a plain value: copy it to
+ * fork a sequence.
+ *
+ * \tparam T float or double.
+ */
+template <class T>
+class State {
+ public:
+  using scalar_type = T;
+
+  State() = default;
+  /// Empty memory of `num_slots` slots for keys of width `key_dim` and values of width `value_dim`.
+  State(Index num_slots, Index key_dim, Index value_dim)
+      : keys_(Matrix<T>::Zero(num_slots, key_dim)),
+        values_(Matrix<T>::Zero(num_slots, value_dim)),
+        norm_(empty_norm(num_slots)),
+        written_(static_cast<std::size_t>(num_slots), 0) {}
+
+  Index num_slots() const noexcept { return keys_.rows(); }
+  Index key_dim() const noexcept { return keys_.cols(); }
+  Index value_dim() const noexcept { return values_.cols(); }
+  /// Tokens consumed since construction or the last reset().
+  Index position() const noexcept { return position_; }
+
+  const Matrix<T>& keys() const noexcept { return keys_; }      ///< K̃, [n × d]
+  const Matrix<T>& values() const noexcept { return values_; }  ///< Ṽ, [n × dv]
+  /// The normaliser as carried: [2 × n], row 0 the running max m, row 1 the sum Z relative to it.
+  const Matrix<T>& norm() const noexcept { return norm_; }
+  /// z = m + log Z per slot, [n]; −∞ where a slot has no mass (for inspection; not used by kernels).
+  Vector<T> log_norm() const {
+    Vector<T> z(norm_.cols());
+    for (Index l = 0; l < z.size(); ++l)
+      z(l) = norm_(1, l) > T(0) ? norm_(0, l) + std::log(norm_(1, l)) : -std::numeric_limits<T>::infinity();
+    return z;
+  }
+  /// Whether slot `slot` has received a non-zero write.
+  bool written(Index slot) const noexcept { return written_[static_cast<std::size_t>(slot)] != 0; }
+  /// Number of slots written so far.
+  Index num_written() const noexcept {
+    Index c = 0;
+    for (auto w : written_) c += w;
+    return c;
+  }
+
+  /// Bytes of memory the state holds (matrices, normaliser, flags): O(n·(d + dv)), flat in N.
+  std::size_t bytes() const noexcept {
+    return sizeof(T) * static_cast<std::size_t>(keys_.size() + values_.size() + norm_.size() +
+                                                scratch_.size()) +
+           written_.size() + sizeof(*this);
+  }
+
+  /// Back to the empty memory at position 0, keeping the shapes.
+  void reset() noexcept {
+    keys_.setZero();
+    values_.setZero();
+    norm_ = empty_norm(norm_.cols());
+    std::fill(written_.begin(), written_.end(), std::uint8_t{0});
+    position_ = 0;
+  }
+
+  friend bool operator==(const State& a, const State& b) noexcept {
+    return a.position_ == b.position_ && a.keys_.rows() == b.keys_.rows() &&
+           a.keys_.cols() == b.keys_.cols() && a.values_.cols() == b.values_.cols() &&
+           a.keys_ == b.keys_ && a.values_ == b.values_ && a.written_ == b.written_ &&
+           a.norm_ == b.norm_;
+  }
+  friend bool operator!=(const State& a, const State& b) noexcept { return !(a == b); }
+
+ private:
+  template <class Control>
+  friend class BoundedAttention;
+
+  Matrix<T> keys_;
+  Matrix<T> values_;
+  static Matrix<T> empty_norm(Index n) {
+    Matrix<T> z(2, n);
+    z.row(0).setConstant(-std::numeric_limits<T>::infinity());
+    z.row(1).setZero();
+    return z;
+  }
+
+  Matrix<T> norm_;
+  std::vector<std::uint8_t> written_;
+  Index position_ = 0;
+  // Per-token work space of step (scores, decays, writes: [3 × n]), kept here so a step allocates
+  // nothing. Not part of the state's value: ignored by ==.
+  Matrix<T> scratch_;
+};
+
+}  // namespace abc
