@@ -298,6 +298,9 @@ class BoundedAttention {
                                  "the state must come from make_state(d, dv) of this attention"))
         return p;
     }
+    if constexpr (detail::has_causal_problem<Control>::value)
+      if (mode != Mode::non_causal)
+        if (auto p = control_.causal_problem()) return p;
     if constexpr (detail::has_max_tokens<Control>::value) {
       const Index start = state ? state->position() : 0;
       if (start + n_keys > control_.max_tokens())
@@ -324,6 +327,20 @@ class BoundedAttention {
     if (p) detail::raise(where(mode), p);
   }
 
+  // The slots query `first + i` may read, as a function of i.
+  static auto range_of(const Control& ctl, Index first) noexcept {
+    return [&ctl, first](Index i) -> detail::SlotRange {
+      if constexpr (detail::has_read_range<Control>::value) {
+        const auto r = ctl.read_range(first + i);
+        return {r.first, r.second};
+      } else {
+        (void)first;
+        (void)i;
+        return {0, ctl.num_slots()};
+      }
+    };
+  }
+
   detail::MemoryView<T> view(state_type& s) const noexcept {
     return {s.keys_, s.values_, s.norm_, s.written_};
   }
@@ -347,11 +364,14 @@ class BoundedAttention {
     require(Mode::non_causal, nullptr, q, k, v, x, q.rows(), v.cols(), out.rows(), out.cols());
     state_type s = make_state(k.cols(), v.cols());
     const MatrixRef<T>& input = x ? *x : k;
-    if constexpr (detail::has_noncausal_form<Control>::value)
-      build(control_.noncausal_form(), s, input, k, v);
-    else
+    if constexpr (detail::has_noncausal_form<Control>::value) {
+      const Control ctl = control_.noncausal_form(input);
+      build(ctl, s, input, k, v);
+      detail::read_all<T>(s.keys_, s.values_, s.written_, masked(), range_of(ctl, 0), scale(q.cols()), q, out);
+    } else {
       build(control_, s, input, k, v);
-    detail::read_all<T>(s.keys_, s.values_, s.written_, masked(), scale(q.cols()), q, out);
+      detail::read_all<T>(s.keys_, s.values_, s.written_, masked(), range_of(control_, 0), scale(q.cols()), q, out);
+    }
   }
 
   // The memory of all N tokens (the final state of the recurrence).
@@ -398,7 +418,8 @@ class BoundedAttention {
       for (Index t0 = 0; t0 < n_keys; t0 += chunk) {
         const Index c = std::min(chunk, n_keys - t0);
         fill(control_, start + t0, c, input.middleRows(t0, c), s.norm_, ws);
-        detail::causal_chunk<T>(view(s), ws, c, has_decay, masked(), sc, q.middleRows(t0, c),
+        detail::causal_chunk<T>(view(s), ws, c, has_decay, masked(), range_of(control_, start + t0), sc,
+                                q.middleRows(t0, c),
                              k.middleRows(t0, c), v.middleRows(t0, c), out.middleRows(t0, c));
       }
     } else {
@@ -437,7 +458,8 @@ class BoundedAttention {
     Eigen::Map<Vector<T>> scores(s.scratch_.row(0).data(), control_.num_slots());
     scores.noalias() = s.keys_ * q;
     scores *= sc;
-    if (detail::softmax_slots(scores.data(), scores.size(), s.written_.data(), masked()))
+    if (detail::softmax_slots(scores.data(), scores.size(), s.written_.data(), masked(),
+                              range_of(control_, t)(0)))
       out.noalias() = s.values_.transpose() * scores;
     else
       out.setZero();

@@ -24,7 +24,13 @@
 //   Index input_dim() const;      // width of the control input x; 0: the control reads no input
 //   Index max_tokens() const;     // capacity (Linformer N_max, compressive n·c); absent: unbounded
 //   static constexpr bool has_decay;  // false: a_t ≡ 1, the kernels skip every decay product
-//   Control noncausal_form() const;   // the control non-causal calls use, when it differs
+//   Control noncausal_form(MatrixRef<T> x) const;  // the control non-causal calls use, when it
+//                                     // differs; sees the whole control input (k-means on keys)
+//   std::pair<Index, Index> read_range(Index t) const;  // slots [first, second) query t reads
+//   detail::Problem causal_problem() const noexcept;  // why the control cannot run causally or
+//                                     // step (empty Problem: it can); reported as config_error
+//   static constexpr bool has_decay_all;  // sparse: false when decay_all is always 1 (default:
+//                                     // has_decay); lets Concat stay sparse (one decay_all only)
 // };
 //
 // `t` is the token's absolute position in its sequence; `x` is the control input (the key unless the
@@ -97,7 +103,21 @@ template <class C, class = void>
 struct has_noncausal_form : std::false_type {};
 template <class C>
 struct has_noncausal_form<
-    C, std::enable_if_t<std::is_same<decltype(std::declval<const C&>().noncausal_form()), C>::value>>
+    C, std::enable_if_t<std::is_same<decltype(std::declval<const C&>().noncausal_form(
+                                         std::declval<MatrixRef<typename C::scalar_type>>())),
+                                     C>::value>> : std::true_type {};
+
+template <class C, class = void>
+struct has_read_range : std::false_type {};
+template <class C>
+struct has_read_range<C, std::void_t<decltype(std::declval<const C&>().read_range(Index{}).first),
+                                     decltype(std::declval<const C&>().read_range(Index{}).second)>>
+    : std::true_type {};
+
+template <class C, class = void>
+struct has_causal_problem : std::false_type {};
+template <class C>
+struct has_causal_problem<C, std::void_t<decltype(std::declval<const C&>().causal_problem())>>
     : std::true_type {};
 
 template <class C, class = void>
@@ -105,6 +125,14 @@ struct decay_flag : std::true_type {};
 template <class C>
 struct decay_flag<C, std::void_t<decltype(bool{C::has_decay})>>
     : std::integral_constant<bool, C::has_decay> {};
+
+// Whether a sparse control may set SparseWrite::decay_all ≠ 1 (decay every slot at once). A
+// control with a_t ≡ 1 cannot; others say so with `static constexpr bool has_decay_all`.
+template <class C, class = void>
+struct decay_all_flag : decay_flag<C> {};
+template <class C>
+struct decay_all_flag<C, std::void_t<decltype(bool{C::has_decay_all})>>
+    : std::integral_constant<bool, C::has_decay_all> {};
 
 template <class T>
 struct is_supported_scalar : std::integral_constant<bool, std::is_same<T, float>::value ||

@@ -75,7 +75,7 @@ class Mlp {
   Normalization normalization() const noexcept { return normalization_; }
 
   /// Non-causally both normalisations are Eq. 5.10, whose memory is the prefix-normalised one.
-  Mlp noncausal_form() const {
+  Mlp noncausal_form(MatrixRef<Scalar> /*x*/) const {
     Mlp m = *this;
     m.normalization_ = Normalization::prefix;
     return m;

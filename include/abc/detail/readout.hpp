@@ -10,16 +10,24 @@
 namespace abc {
 namespace detail {
 
-// In place: logits → probabilities over the readable slots (all slots, or only written ones when
-// `mask`); unreadable slots get exactly 0. The max is subtracted first, so every exponent is ≤ 0 and
+// The slots a query may read: [lo, hi). All of them unless the control restricts it (Dilated reads
+// one of its ring buffers per query).
+struct SlotRange {
+  Index lo, hi;
+};
+
+// In place: logits → probabilities over the readable slots (those in `range`, and only written ones
+// when `mask`); unreadable slots get exactly 0. The max is subtracted first, so every exponent is ≤ 0 and
 // the sum is ≥ 1: the division can never be by zero. Returns false when no slot is readable, in
 // which case p is all zero and the read is the zero vector (never NaN).
 template <class T>
-bool softmax_slots(T* logits, Index n, const std::uint8_t* written, bool mask) {
+bool softmax_slots(T* logits, Index n, const std::uint8_t* written, bool mask, SlotRange range) {
   constexpr T inf = std::numeric_limits<T>::infinity();
   Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> a(logits, n);
+  a.head(range.lo).setConstant(-inf);
+  a.tail(n - range.hi).setConstant(-inf);
   if (mask)
-    for (Index l = 0; l < n; ++l)
+    for (Index l = range.lo; l < range.hi; ++l)
       if (!written[l]) a[l] = -inf;
   const T m = a.maxCoeff();
   if (m == -inf) {

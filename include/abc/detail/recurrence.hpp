@@ -92,9 +92,9 @@ struct ChunkWorkspace {
 // E is advanced by products only (no division, no log): exact for decays of 0 (ring buffers) and
 // for any underflow. Nothing of size N × n × d is stored; the per-token work outside the GEMMs is
 // O(C · n).
-template <class T>
+template <class T, class RangeOf>
 void causal_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool has_decay, bool mask,
-                  T scale, const Eigen::Ref<const Matrix<T>>& q, const Eigen::Ref<const Matrix<T>>& k,
+                  const RangeOf& range_of, T scale, const Eigen::Ref<const Matrix<T>>& q, const Eigen::Ref<const Matrix<T>>& k,
                   const Eigen::Ref<const Matrix<T>>& v, Eigen::Ref<Matrix<T>> out) {
   const Index n = m.keys.rows();
   auto gram = ws.gram.topLeftCorner(c, c);
@@ -120,7 +120,7 @@ void causal_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool has_deca
       ws.scores.array() += ws.dcum.array() * prev.row(t).array();
     else
       ws.scores += prev.row(t);
-    if (softmax_slots(ws.scores.data(), n, m.written.data(), mask)) {
+    if (softmax_slots(ws.scores.data(), n, m.written.data(), mask, range_of(t))) {
       pd.row(t) = ws.scores.cwiseProduct(ws.dcum);
       mix.row(t).head(t + 1).noalias() = ws.scores * eff.topRows(t + 1).transpose();
     } else {
@@ -161,12 +161,12 @@ void advance_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool has_dec
 }
 
 // Row-wise read of a finished memory by many queries: two GEMMs and a row softmax.
-template <class T>
+template <class T, class RangeOf>
 void read_all(const Matrix<T>& keys, const Matrix<T>& values, const std::vector<std::uint8_t>& written,
-              bool mask, T scale, const Eigen::Ref<const Matrix<T>>& q, Eigen::Ref<Matrix<T>> out) {
+              bool mask, const RangeOf& range_of, T scale, const Eigen::Ref<const Matrix<T>>& q, Eigen::Ref<Matrix<T>> out) {
   Matrix<T> p = scale * q * keys.transpose();
   for (Index i = 0; i < p.rows(); ++i)
-    if (!softmax_slots(p.row(i).data(), p.cols(), written.data(), mask)) p.row(i).setZero();
+    if (!softmax_slots(p.row(i).data(), p.cols(), written.data(), mask, range_of(i))) p.row(i).setZero();
   out.noalias() = p * values;
 }
 
