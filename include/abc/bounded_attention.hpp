@@ -11,6 +11,7 @@
 #include "config.hpp"
 #include "detail/check.hpp"
 #include "detail/recurrence.hpp"
+#include "kernel/rows.hpp"
 #include "options.hpp"
 #include "state.hpp"
 #include "types.hpp"
@@ -441,28 +442,36 @@ class BoundedAttention {
     ++s.position_;
   }
 
-  // Token t: the control's write into the memory, then the read. Scratch rows of the state hold the
-  // scores, decays and writes, so a step allocates nothing.
+  // Token t: the control's write into the memory, then the read, in two passes over the state: each
+  // K̃ row is updated and dotted with q in one go, and after the softmax each Ṽ row is updated and
+  // accumulated into the output (kernel/rows.hpp). Scratch rows of the state hold the scores,
+  // decays and writes, so a step allocates nothing.
   void advance_and_read(state_type& s, Index t, VectorRef<T> q, VectorRef<T> k, VectorRef<T> v,
                         VectorRef<T> input, T sc, VectorOut<T> out) const {
+    const Index n = control_.num_slots(), d = k.size(), dv = v.size();
+    T* scores = s.scratch_.row(0).data();
+    const T* a = s.scratch_.row(1).data();
+    const T* w = s.scratch_.row(2).data();
     if constexpr (sparse) {
       SparseWrite<T, Control::max_writes> sw;
       control_.schedule(t, input, s.norm_, sw);
       detail::apply_sparse<T, Control::max_writes>(view(s), sw, k, v);
+      for (Index l = 0; l < n; ++l) scores[l] = sc * kernel::dot(s.keys_.row(l).data(), q.data(), d);
     } else {
-      auto a = s.scratch_.row(1);
-      auto w = s.scratch_.row(2);
-      control_.schedule(t, rows(input), s.norm_, a, w);
-      detail::apply_dense<T>(view(s), a, w, k, v);
+      control_.schedule(t, rows(input), s.norm_, s.scratch_.row(1), s.scratch_.row(2));
+      detail::mark_written<T>(s.scratch_.row(2), s.written_);
+      for (Index l = 0; l < n; ++l)
+        scores[l] = sc * kernel::update_dot(s.keys_.row(l).data(), a[l], w[l], k.data(), q.data(), d);
     }
-    Eigen::Map<Vector<T>> scores(s.scratch_.row(0).data(), control_.num_slots());
-    scores.noalias() = s.keys_ * q;
-    scores *= sc;
-    if (detail::softmax_slots(scores.data(), scores.size(), s.written_.data(), masked(),
-                              range_of(control_, t)(0)))
-      out.noalias() = s.values_.transpose() * scores;
-    else
-      out.setZero();
+    detail::softmax_slots(scores, n, s.written_.data(), masked(), range_of(control_, t)(0));
+    out.setZero();
+    for (Index l = 0; l < n; ++l) {
+      if constexpr (sparse) {
+        if (scores[l] != T(0)) kernel::axpy(scores[l], s.values_.row(l).data(), out.data(), dv);
+      } else {
+        kernel::update_axpy(s.values_.row(l).data(), a[l], w[l], v.data(), scores[l], out.data(), dv);
+      }
+    }
   }
 
   Control control_;

@@ -9,6 +9,7 @@
 #include "../detail/check.hpp"
 #include "../detail/control_check.hpp"
 #include "../detail/random.hpp"
+#include "../kernel/online_normalise.hpp"
 #include "../types.hpp"
 
 namespace abc {
@@ -81,55 +82,30 @@ class Mlp {
     return m;
   }
 
-  /// Logits X W_φᵀ, then the online log-sum-exp per slot (see the class comment).
-  void schedule(Index /*t0*/, MatrixRef<Scalar> x, MatrixOut<Scalar> norm,
-                MatrixOut<Scalar> decay, MatrixOut<Scalar> write) const {
-    constexpr Scalar inf = std::numeric_limits<Scalar>::infinity();
-    // Slots are processed in blocks held in fixed-capacity arrays: vectorised exp, no heap use, so
-    // a decode step allocates nothing.
-    constexpr Index block = 16;
-    using Lane = Eigen::Array<Scalar, Eigen::Dynamic, 1, Eigen::ColMajor, block, 1>;
-    const Index c = x.rows(), n = num_slots();
-    const bool prefix = normalization_ == Normalization::prefix;
+  /// Logits X W_φᵀ, then one step of the per-slot online log-sum-exp per token, in place in the
+  /// state's normaliser (kernel::online_normalise).
+  void schedule(Index /*t0*/, MatrixRef<Scalar> x, MatrixOut<Scalar> norm, MatrixOut<Scalar> decay,
+                MatrixOut<Scalar> write) const {
     write.noalias() = x * w_.transpose();  // logits, replaced row by row with the write weights
-    for (Index l0 = 0; l0 < n; l0 += block) {
-      const Index b = std::min(block, n - l0);
-      // Running max m and the sum relative to it, Z = Σ α_i exp(−m), so z = m + log Z.
-      Lane m = norm.row(0).segment(l0, b).transpose().array();
-      Lane z = norm.row(1).segment(l0, b).transpose().array();
-      for (Index t = 0; t < c; ++t) {
-        Lane lam = log_weight(write.row(t).segment(l0, b).transpose().array());
-        Lane m_new = m.max(lam);
-        // One of the two exponents is exactly 0 and the other is ≤ 0; −∞ (an empty slot, or a
-        // relu token with no mass) is mapped to 0 explicitly rather than through −∞ − (−∞).
-        Lane keep = (m == -inf).select(Lane::Zero(b), (m - m_new).exp());
-        Lane add = (lam == -inf).select(Lane::Zero(b), (lam - m_new).exp());
-        Lane z_new = keep * z + add;
-        const auto live = z_new > Scalar(0);
-        decay.row(t).segment(l0, b).transpose().array() =
-            live.select(prefix ? Lane(keep * z / z_new) : Lane(Lane::Ones(b)), Lane::Ones(b));
-        write.row(t).segment(l0, b).transpose().array() = live.select(add / z_new, Lane::Zero(b));
-        m = live.select(m_new, m);
-        z = z_new;
-      }
-      norm.row(0).segment(l0, b).transpose().array() = m;
-      norm.row(1).segment(l0, b).transpose().array() = z;
-    }
+    to_log_weight(write);
+    const bool prefix = normalization_ == Normalization::prefix;
+    for (Index t = 0; t < x.rows(); ++t)
+      kernel::online_normalise(write.row(t).data(), norm.row(0).data(), norm.row(1).data(),
+                               decay.row(t).data(), write.row(t).data(), num_slots(), prefix);
   }
 
  private:
-  // log α for the activation; −∞ where α = 0.
-  template <class Arr>
-  auto log_weight(const Arr& s) const -> Eigen::Array<Scalar, Eigen::Dynamic, 1, Eigen::ColMajor, 16, 1> {
-    using Lane = Eigen::Array<Scalar, Eigen::Dynamic, 1, Eigen::ColMajor, 16, 1>;
+  // Logits → log α in place, for the activation; −∞ where α = 0.
+  void to_log_weight(MatrixOut<Scalar>& s) const {
     switch (activation_) {
       case Activation::sigmoid:  // log σ(s) = −softplus(−s), computed without overflow
-        return Lane(-((-s).max(Scalar(0)) + (-s.abs()).exp().log1p()));
+        s.array() = -((-s.array()).max(Scalar(0)) + (-s.array().abs()).exp().log1p());
+        break;
       case Activation::relu:
-        return Lane(s.max(Scalar(0)).log());
+        s.array() = s.array().max(Scalar(0)).log();
+        break;
       case Activation::exp: break;
     }
-    return Lane(s);
   }
 
   static Matrix<Scalar> random_weights(Index d_x, Index n, std::uint64_t seed) {

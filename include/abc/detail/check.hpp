@@ -76,8 +76,12 @@ inline void require_scale(const char* where, const char* arg, double value) {
 
 template <class Derived>
 Problem finite_problem(const char* arg, const Eigen::MatrixBase<Derived>& m) noexcept {
-  // allFinite() is one vectorised pass; the slow scan only runs to locate the offender.
-  if (m.allFinite()) return {};
+  // x·0 is 0 for finite x and NaN for ±inf and NaN, so one vectorised sum per row decides; it is
+  // several times cheaper than allFinite() on strided views. The scan only locates the offender.
+  using T = typename Derived::Scalar;
+  T acc = T(0);
+  for (Index i = 0; i < m.rows(); ++i) acc += (m.row(i).array() * T(0)).sum();
+  if (acc == T(0)) return {};
   for (Index i = 0; i < m.rows(); ++i)
     for (Index j = 0; j < m.cols(); ++j)
       if (!std::isfinite(m(i, j))) return Problem{Status::non_finite, arg, "", i, j, 0, 0};

@@ -143,7 +143,9 @@ template <class T>
 void advance_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool has_decay,
                    const Eigen::Ref<const Matrix<T>>& k, const Eigen::Ref<const Matrix<T>>& v) {
   auto eff = ws.eff.topRows(c);
-  for (Index t = 0; t < c; ++t) mark_written<T>(ws.write.row(t), m.written);
+  // A slot is written once any token of the chunk puts weight on it (one vectorised pass).
+  ws.dcum = (ws.write.topRows(c).array() != T(0)).template cast<T>().colwise().sum();
+  mark_written<T>(ws.dcum, m.written);
   if (!has_decay) {
     m.keys.noalias() += ws.write.topRows(c).transpose() * k;
     m.values.noalias() += ws.write.topRows(c).transpose() * v;

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. kernel::online_normalise, one token of a per-slot online softmax.
+#pragma once
+
+#include <limits>
+
+#include "../types.hpp"
+#include "scalar.hpp"
+#include "simd.hpp"
+
+namespace abc {
+namespace kernel {
+
+/**
+ * \brief One token of the per-slot running softmax over time behind every normalised control.
+ *
+ * For each slot ℓ < n, with the token's log-weight λ = log α (−∞ for no mass), the running max m
+ * and the sum z = Σ α_i exp(−m) (both updated in place):
+ *     m' = max(m, λ),  z' = exp(m − m') z + exp(λ − m'),
+ *     write = exp(λ − m') / z',  decay = exp(m − m') z / z'   (1 when `prefix` is false).
+ * One of the two exponents is exactly 0 and the other ≤ 0, so nothing overflows for any λ; −∞ is
+ * mapped to a zero weight explicitly instead of through −∞ − (−∞). A slot with z' = 0 (no mass yet)
+ * gets decay 1 and write 0, and keeps m.
+ *
+ * \param lam [n], \param m [n] in/out, \param z [n] in/out, \param decay [n] out, \param write [n] out
+ */
+template <class T>
+void online_normalise(const T* lam, T* m, T* z, T* decay, T* write, Index n, bool prefix) noexcept {
+#ifdef ABC_NO_SIMD
+  scalar::online_normalise(lam, m, z, decay, write, n, prefix);
+#else
+  using B = batch<T>;
+  constexpr Index width = Index(B::size);
+  const B ninf(-std::numeric_limits<T>::infinity()), zero(T(0)), one(T(1));
+  Index l = 0;
+  for (; l + width <= n; l += width) {
+    const B lv = B::load_unaligned(lam + l), mv = B::load_unaligned(m + l), zv = B::load_unaligned(z + l);
+    const B m_new = xsimd::max(mv, lv);
+    const B keep = xsimd::select(mv == ninf, zero, xsimd::exp(mv - m_new));
+    const B add = xsimd::select(lv == ninf, zero, xsimd::exp(lv - m_new));
+    const B z_new = xsimd::fma(keep, zv, add);
+    const auto live = z_new > zero;
+    const B decay_v = prefix ? keep * zv / z_new : one;
+    xsimd::select(live, decay_v, one).store_unaligned(decay + l);
+    xsimd::select(live, add / z_new, zero).store_unaligned(write + l);
+    xsimd::select(live, m_new, mv).store_unaligned(m + l);
+    z_new.store_unaligned(z + l);
+  }
+  // The tail (n not a multiple of the width) takes the scalar path; a slot always falls in the same
+  // path, so step, chunked and split runs compute it identically.
+  scalar::online_normalise(lam + l, m + l, z + l, decay + l, write + l, n - l, prefix);
+#endif
+}
+
+}  // namespace kernel
+}  // namespace abc

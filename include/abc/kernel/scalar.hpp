@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. Scalar kernels: the ABC_NO_SIMD path and the oracle of the SIMD ones.
+#pragma once
+
+#include <cmath>
+#include <limits>
+
+#include "../types.hpp"
+
+namespace abc {
+namespace kernel {
+namespace scalar {
+
+// One token of the per-slot online log-sum-exp (see kernel::online_normalise), slots [0, n).
+template <class T>
+void online_normalise(const T* lam, T* m, T* z, T* decay, T* write, Index n, bool prefix) noexcept {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  for (Index l = 0; l < n; ++l) {
+    const T m_new = std::max(m[l], lam[l]);
+    const T keep = m[l] == -inf ? T(0) : std::exp(m[l] - m_new);
+    const T add = lam[l] == -inf ? T(0) : std::exp(lam[l] - m_new);
+    const T z_new = keep * z[l] + add;
+    if (z_new > T(0)) {
+      decay[l] = prefix ? keep * z[l] / z_new : T(1);
+      write[l] = add / z_new;
+      m[l] = m_new;
+    } else {
+      decay[l] = T(1);
+      write[l] = T(0);
+    }
+    z[l] = z_new;
+  }
+}
+
+// row ← a · row + w · x, and returns row · q (the updated row), over n entries.
+template <class T>
+T update_dot(T* row, T a, T w, const T* x, const T* q, Index n) noexcept {
+  T acc = T(0);
+  for (Index j = 0; j < n; ++j) {
+    row[j] = a * row[j] + w * x[j];
+    acc += row[j] * q[j];
+  }
+  return acc;
+}
+
+// row ← a · row + w · x, then out += p · row, over n entries.
+template <class T>
+void update_axpy(T* row, T a, T w, const T* x, T p, T* out, Index n) noexcept {
+  for (Index j = 0; j < n; ++j) {
+    row[j] = a * row[j] + w * x[j];
+    out[j] += p * row[j];
+  }
+}
+
+template <class T>
+T dot(const T* x, const T* y, Index n) noexcept {
+  T acc = T(0);
+  for (Index j = 0; j < n; ++j) acc += x[j] * y[j];
+  return acc;
+}
+
+// out += p · x
+template <class T>
+void axpy(T p, const T* x, T* out, Index n) noexcept {
+  for (Index j = 0; j < n; ++j) out[j] += p * x[j];
+}
+
+}  // namespace scalar
+}  // namespace kernel
+}  // namespace abc

@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. Whether the xsimd kernels are on, and the batch type they use.
+#pragma once
+
+// ABC_NO_SIMD, or a target where xsimd finds no SIMD instruction set, selects the scalar kernels
+// (kernel/scalar.hpp), which are also the oracle of the SIMD kernels' tests.
+#ifndef ABC_NO_SIMD
+#  include <xsimd/xsimd.hpp>
+#  if !XSIMD_WITH_SSE2 && !XSIMD_WITH_NEON && !XSIMD_WITH_NEON64
+#    define ABC_NO_SIMD
+#  endif
+#endif
+
+namespace abc {
+namespace kernel {
+
+#ifdef ABC_NO_SIMD
+inline constexpr bool simd_enabled = false;
+#else
+inline constexpr bool simd_enabled = true;
+/// The widest batch of T the build targets (xsimd::default_arch, set by -march / -m flags).
+template <class T>
+using batch = xsimd::batch<T>;
+#endif
+
+}  // namespace kernel
+}  // namespace abc
