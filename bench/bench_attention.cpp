@@ -73,6 +73,14 @@ void run_bounded(benchmark::State& st, const C& control, bool dense, const std::
     abc::Vector<float> out(kD);
     Index t = 0;
     for (auto _ : st) {
+      if constexpr (abc::detail::has_max_tokens<C>::value) {
+        if (state.position() >= attn.control().max_tokens()) {  // capacity reached: prefill again
+          st.PauseTiming();
+          state.reset();
+          attn.forward_causal(state, in.q, in.k, in.v);
+          st.ResumeTiming();
+        }
+      }
       const Index r = t++ % n_tok;
       attn.step_into(state, in.q.row(r), in.k.row(r), in.v.row(r), out);
       benchmark::DoNotOptimize(out.data());
@@ -110,6 +118,42 @@ void register_all() {
        }},
       {"mlp", [](benchmark::State& st, const std::string& f) {
          run_bounded(st, abc::control::Mlp<float>(kD, kSlots, 1), true, f);
+       }},
+      {"linformer", [](benchmark::State& st, const std::string& f) {
+         // N_max = 2N: step runs past the prefill
+         run_bounded(st, abc::control::Linformer<float>(kSlots, 2 * st.range(0), 1), true, f);
+       }},
+      {"random_slot", [](benchmark::State& st, const std::string& f) {
+         run_bounded(st, abc::control::RandomSlot<float>(kSlots, 1), false, f);
+       }},
+      {"compressive", [](benchmark::State& st, const std::string& f) {
+         // step runs past the prefill: room for twice the length
+         run_bounded(st, abc::control::Compressive<float>(2 * st.range(0) / kSlots + 1, kSlots), false, f);
+       }},
+      {"global_tokens", [](benchmark::State& st, const std::string& f) {
+         std::vector<Index> pos;
+         for (Index i = 0; i < kSlots; ++i) pos.push_back(i * (st.range(0) / kSlots));
+         run_bounded(st, abc::control::GlobalTokens<float>(pos), false, f);
+       }},
+      {"dilated", [](benchmark::State& st, const std::string& f) {
+         run_bounded(st, abc::control::Dilated<float>(kSlots / 2, 2), false, f);
+       }},
+      {"cluster", [](benchmark::State& st, const std::string& f) {
+         const Mat keys = Mat::Random(st.range(0), kD);
+         run_bounded(st, abc::control::Cluster<float>(abc::control::Cluster<float>::kmeans(keys, kSlots, 1, 10).centroids),
+                     false, f);
+       }},
+      {"gated_window", [](benchmark::State& st, const std::string& f) {
+         run_bounded(st, abc::control::Gated<abc::control::SlidingWindow<float>>(
+                             abc::control::SlidingWindow<float>(kSlots), abc::Vector<float>::Constant(kD, 0.1f), 1.0f),
+                     false, f);
+       }},
+      {"concat_global_window", [](benchmark::State& st, const std::string& f) {
+         std::vector<Index> pos;
+         for (Index i = 0; i < kSlots / 2; ++i) pos.push_back(i * (st.range(0) / (kSlots / 2)));
+         run_bounded(st, abc::control::Concat<abc::control::GlobalTokens<float>, abc::control::SlidingWindow<float>>(
+                             abc::control::GlobalTokens<float>(pos), abc::control::SlidingWindow<float>(kSlots / 2)),
+                     false, f);
        }},
   };
   for (const auto& c : controls)

@@ -116,6 +116,27 @@ int main(int argc, char** argv) {
   add("mlp exp", Mlp<float>(d, n, 1));
   add("mlp sigmoid", Mlp<float>(d, n, 1, Activation::sigmoid));
   add("mlp relu", Mlp<float>(d, n, 1, Activation::relu));
+  add("linformer", Linformer<float>(n, N, 1));  // N_max = N
+  add("random slot", RandomSlot<float>(n, 1));
+  add("compressive", Compressive<float>((N + n - 1) / n, n));  // ratio so that n·c ≥ N
+  {
+    // n global tokens spread evenly: every ⌈N/n⌉-th position.
+    std::vector<Index> every;
+    for (Index t = 0; t < N; t += (N + n - 1) / n) every.push_back(t);
+    add("global tokens", GlobalTokens<float>(every));
+    // Longformer / BigBird: half the slots global, half a window.
+    std::vector<Index> half;
+    for (Index t = 0; t < N && Index(half.size()) < std::max<Index>(n / 2, 1); t += (N + n - 1) / std::max<Index>(n / 2, 1))
+      half.push_back(t);
+    add("concat global+window", Concat<GlobalTokens<float>, SlidingWindow<float>>(GlobalTokens<float>(half),
+                                                                                   SlidingWindow<float>(std::max<Index>(n - n / 2, 1))));
+  }
+  add("dilated r=2", Dilated<float>(std::max<Index>(n / 2, 1), 2));  // same slot count as the others
+  if (cfg.causal)  // causal needs fixed centroids: k-means on the keys, fitted once outside the timing
+    add("cluster", Cluster<float>(Cluster<float>::kmeans(k, n, 1, 20).centroids));
+  else  // non-causal fits k-means on the keys inside every call (20 Lloyd updates at most)
+    add("cluster (k-means)", Cluster<float>(n, d, 1, 20));
+  add("gated window", Gated<SlidingWindow<float>>(SlidingWindow<float>(n), abc::Vector<float>::Constant(d, 0.1f), 1.0f));
 
   std::printf("abc compare: %s attention, N = %ld, d = dv = %ld, n = %ld, float, median of %d (one thread)\n\n",
               cfg.causal ? "causal" : "non-causal", long(N), long(d), long(n), cfg.repeat);

@@ -26,6 +26,7 @@ class SlidingWindow {
  public:
   using scalar_type = Scalar;
   static constexpr int max_writes = 1;
+  static constexpr bool has_decay_all = false;  // only the overwritten slot decays (Concat stays sparse)
 
   /// \throws config_error if n < 1.
   explicit SlidingWindow(Index n) : n_(n) {

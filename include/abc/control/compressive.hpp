@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. control::Compressive, mean pooling of blocks of c tokens.
+#pragma once
+
+#include "../detail/control_check.hpp"
+#include "../schedule.hpp"
+#include "../types.hpp"
+
+namespace abc {
+namespace control {
+
+/**
+ * \brief Compressive transformer, mean-pooling variant (ABC paper §5.3.5, Eq. 5.7, P5).
+ *
+ * Schedule: decay 1, write e_{⌊t/c⌋} / c: slot j holds the mean of tokens jc .. jc + c − 1. Eq. 5.7
+ * is taken literally (Table 5.1's e_{⌊nt/N⌋} is an erratum): while block j is being filled, causal
+ * reads see its partial sum / c, not the mean of the tokens so far. The ratio c is fixed so that
+ * decoding does not need N; the capacity is n·c tokens (max_tokens()), beyond is a config_error.
+ *
+ * Constructor order: ratio first, then slots, as in "compress by c into n slots".
+ */
+template <class Scalar = float>
+class Compressive {
+ public:
+  using scalar_type = Scalar;
+  static constexpr int max_writes = 1;
+  static constexpr bool has_decay = false;
+
+  /// Blocks of `ratio` tokens pooled into `slots` slots. \throws config_error if either is < 1.
+  Compressive(Index ratio, Index slots) : c_(ratio), n_(slots) {
+    detail::require_at_least("abc::control::Compressive", "ratio", ratio, 1,
+                             "a block holds at least one token");
+    detail::require_at_least("abc::control::Compressive", "slots", slots, 1, "at least one slot");
+  }
+
+  Index num_slots() const noexcept { return n_; }
+  Index ratio() const noexcept { return c_; }
+  Index max_tokens() const noexcept { return n_ * c_; }
+
+  void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*norm*/,
+                SparseWrite<Scalar, 1>& w) const noexcept {
+    w.add(t / c_, Scalar(1), Scalar(1) / Scalar(c_));
+  }
+
+ private:
+  Index c_, n_;
+};
+
+}  // namespace control
+}  // namespace abc

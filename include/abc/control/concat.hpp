@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. control::Concat<A, B>, two memories read under one softmax.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "../concepts.hpp"
+#include "../detail/check.hpp"
+#include "../detail/compose.hpp"
+#include "../detail/recurrence.hpp"
+#include "../error.hpp"
+#include "../schedule.hpp"
+#include "../types.hpp"
+
+namespace abc {
+namespace control {
+
+/**
+ * \brief The slots of A (0 .. nA − 1) followed by those of B (nA .. nA + nB − 1), read by one
+ * softmax over the union: Concat<GlobalTokens, SlidingWindow> is the Longformer / BigBird
+ * local + global pattern, and the base of GMAT's global memory.
+ *
+ * Each part keeps its own schedule on its own slots and its own columns of the normaliser; both see
+ * the same control input x, so their input_dim() must agree when both read one.
+ *
+ * Sparse or dense, decided at compile time: a SparseWrite has a single decay_all for every slot,
+ * so Concat is sparse only when both parts are sparse and neither may decay all its slots at once
+ * (detail::decay_all_flag: `has_decay_all`, or `has_decay` when that is absent; a Gated part does).
+ * Otherwise it is dense, and a sparse part's writes are expanded into its columns.
+ * Parts that restrict which slots a query reads (read_range) are not supported.
+ */
+template <class A, class B>
+class Concat {
+  static_assert(std::is_same<typename A::scalar_type, typename B::scalar_type>::value,
+                "abc::control::Concat<A, B>: A and B must have the same scalar_type");
+  static_assert(!detail::has_read_range<A>::value && !detail::has_read_range<B>::value,
+                "abc::control::Concat<A, B>: parts with read_range() (Dilated) are not supported: "
+                "a read range of the union would have to cover the other part's slots");
+  static constexpr bool kSparse = is_sparse_control_v<A> && is_sparse_control_v<B> &&
+                                  !detail::decay_all_flag<A>::value &&
+                                  !detail::decay_all_flag<B>::value;
+
+ public:
+  using scalar_type = typename A::scalar_type;
+  static constexpr bool has_decay = detail::decay_flag<A>::value || detail::decay_flag<B>::value;
+  static constexpr bool has_decay_all = false;  // when sparse, decay_all is always 1
+  static constexpr int max_writes =
+      kSparse ? detail::max_writes_of<A>::value + detail::max_writes_of<B>::value : 1;
+
+  /// \throws config_error if A and B read control inputs of different widths.
+  Concat(A a, B b) : a_(std::move(a)), b_(std::move(b)) {
+    const Index da = detail::input_dim_of(a_), db = detail::input_dim_of(b_);
+    if (da > 0 && db > 0 && da != db)
+      ABC_THROW(config_error("abc::control::Concat: b.input_dim() is " + std::to_string(db) + ", expected " +
+                             std::to_string(da) + " (a.input_dim(): both parts read the same control input)"));
+  }
+
+  const A& first() const noexcept { return a_; }
+  const B& second() const noexcept { return b_; }
+  Index num_slots() const noexcept { return a_.num_slots() + b_.num_slots(); }
+  Index input_dim() const noexcept {
+    return std::max(detail::input_dim_of(a_), detail::input_dim_of(b_));
+  }
+  Index max_tokens() const noexcept {
+    return std::min(detail::max_tokens_of(a_), detail::max_tokens_of(b_));
+  }
+
+  template <class AA = A, class BB = B,
+            std::enable_if_t<detail::has_causal_problem<AA>::value || detail::has_causal_problem<BB>::value, int> = 0>
+  detail::Problem causal_problem() const noexcept {
+    if constexpr (detail::has_causal_problem<A>::value)
+      if (auto p = a_.causal_problem()) return p;
+    if constexpr (detail::has_causal_problem<B>::value)
+      if (auto p = b_.causal_problem()) return p;
+    return {};
+  }
+
+  template <class AA = A, class BB = B,
+            std::enable_if_t<detail::has_noncausal_form<AA>::value || detail::has_noncausal_form<BB>::value, int> = 0>
+  Concat noncausal_form(MatrixRef<scalar_type> x) const {
+    Concat c = *this;
+    if constexpr (detail::has_noncausal_form<A>::value) c.a_ = a_.noncausal_form(x);
+    if constexpr (detail::has_noncausal_form<B>::value) c.b_ = b_.noncausal_form(x);
+    return c;
+  }
+
+  /// Sparse form: A's writes, then B's shifted by nA.
+  template <bool S = kSparse, std::enable_if_t<S, int> = 0>
+  void schedule(Index t, VectorRef<scalar_type> x, MatrixOut<scalar_type> norm,
+                SparseWrite<scalar_type, max_writes>& w) const {
+    const Index na = a_.num_slots();
+    SparseWrite<scalar_type, A::max_writes> wa;
+    SparseWrite<scalar_type, B::max_writes> wb;
+    a_.schedule(t, x, norm.leftCols(na), wa);
+    b_.schedule(t, x, norm.rightCols(b_.num_slots()), wb);
+    for (int j = 0; j < wa.count; ++j) w.writes[static_cast<std::size_t>(w.count++)] = wa.writes[static_cast<std::size_t>(j)];
+    for (int j = 0; j < wb.count; ++j) {
+      SlotWrite<scalar_type> s = wb.writes[static_cast<std::size_t>(j)];
+      s.slot += na;
+      w.writes[static_cast<std::size_t>(w.count++)] = s;
+    }
+  }
+
+  /// Dense form: each part fills its own columns of the decay and write rows.
+  template <bool S = kSparse, std::enable_if_t<!S, int> = 0>
+  void schedule(Index t0, MatrixRef<scalar_type> x, MatrixOut<scalar_type> norm,
+                MatrixOut<scalar_type> decay, MatrixOut<scalar_type> write) const {
+    const Index na = a_.num_slots(), nb = b_.num_slots();
+    part(a_, t0, x, norm.leftCols(na), decay.leftCols(na), write.leftCols(na));
+    part(b_, t0, x, norm.rightCols(nb), decay.rightCols(nb), write.rightCols(nb));
+  }
+
+ private:
+  using T = scalar_type;
+
+  template <class C>
+  static void part(const C& c, Index t0, const MatrixRef<T>& x, MatrixOut<T> norm, MatrixOut<T> decay,
+                   MatrixOut<T> write) {
+    if constexpr (is_sparse_control_v<C>) {
+      for (Index t = 0; t < x.rows(); ++t) {
+        SparseWrite<T, C::max_writes> sw;
+        c.schedule(t0 + t, x.row(t).transpose(), norm, sw);
+        detail::expand_sparse(sw, decay.row(t), write.row(t));
+      }
+    } else {
+      c.schedule(t0, x, norm, decay, write);
+    }
+  }
+
+  A a_;
+  B b_;
+};
+
+}  // namespace control
+}  // namespace abc

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. control::Dilated, r interleaved ring buffers (dilated window).
+#pragma once
+
+#include <utility>
+
+#include "../detail/control_check.hpp"
+#include "../schedule.hpp"
+#include "../types.hpp"
+
+namespace abc {
+namespace control {
+
+/**
+ * \brief A sliding window with dilation r (ABC paper §5.3.6, Eq. 5.8, P3b), as r ring buffers.
+ *
+ * Buffer b holds the tokens with t mod r = b, n slots each (num_slots() = n·r). Token t overwrites
+ * slot b·n + (t / r) mod n of buffer b = t mod r (decay 0 there, write 1), and query t reads only
+ * buffer t mod r (read_range), so it sees t, t − r, …, t − (n − 1)·r: the paper's two queues for
+ * r = 2, generalised. Non-causally query i reads buffer i mod r of the final memory, i.e. the last
+ * n tokens of its residue class in the whole sequence.
+ */
+template <class Scalar = float>
+class Dilated {
+ public:
+  using scalar_type = Scalar;
+  static constexpr int max_writes = 1;
+  static constexpr bool has_decay_all = false;  // only the overwritten slot decays
+
+  /// n slots per buffer, dilation r. \throws config_error if either is < 1.
+  Dilated(Index n, Index r) : n_(n), r_(r) {
+    detail::require_at_least("abc::control::Dilated", "n", n, 1, "a buffer holds at least one token");
+    detail::require_at_least("abc::control::Dilated", "r", r, 1, "the dilation is at least 1");
+  }
+
+  Index num_slots() const noexcept { return n_ * r_; }
+  Index buffer_size() const noexcept { return n_; }
+  Index dilation() const noexcept { return r_; }
+
+  /// Slots [b·n, (b + 1)·n) of buffer b = t mod r, the only ones query t reads.
+  std::pair<Index, Index> read_range(Index t) const noexcept {
+    const Index b = t % r_;
+    return {b * n_, (b + 1) * n_};
+  }
+
+  void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*norm*/,
+                SparseWrite<Scalar, 1>& w) const noexcept {
+    w.add((t % r_) * n_ + (t / r_) % n_, Scalar(0), Scalar(1));
+  }
+
+ private:
+  Index n_, r_;
+};
+
+}  // namespace control
+}  // namespace abc

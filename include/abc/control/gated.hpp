@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. control::Gated<Inner>, a scalar forget gate around any control.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "../concepts.hpp"
+#include "../detail/check.hpp"
+#include "../detail/compose.hpp"
+#include "../detail/control_check.hpp"
+#include "../error.hpp"
+#include "../schedule.hpp"
+#include "../types.hpp"
+
+namespace abc {
+namespace control {
+
+/**
+ * \brief A forget gate on another control (the RFA-Gate recurrence applied to ABC):
+ *     a_t ← g_t · a_t,   w_t ← (1 − g_t) · w_t,
+ * so the memory is K̃_t = g_t diag(a_t) K̃_{t−1} + (1 − g_t) w_t ⊗ k_t: older writes fade by the
+ * product of the later gates, (1 − g_i) Π_{j>i} g_j for a plain inner write.
+ *
+ * The gate is g_t = sigmoid(w_g · x_t + b_g) from the control input x_t (the key by default), or
+ * given per absolute position (then max_tokens() = gates.size()). It is sparse when Inner is sparse
+ * (decay_all scales every slot, each write's weight is scaled) and dense otherwise. Non-causal
+ * forward is the final state of the gated recurrence (of Inner's non-causal form, if it has one).
+ * Inner's capacity, read range and causal requirements carry over.
+ *
+ * \tparam Inner the gated control; its scalar type is this control's.
+ */
+template <class Inner>
+class Gated {
+  static constexpr bool kSparse = is_sparse_control_v<Inner>;
+
+ public:
+  using scalar_type = typename Inner::scalar_type;
+  using inner_type = Inner;
+  static constexpr bool has_decay = true;
+  static constexpr bool has_decay_all = true;
+
+  /// Gate sigmoid(w_g · x_t + b_g), x_t of width w_g.size(). \throws config_error if w_g is
+  /// empty, w_g or b_g is not finite, or Inner reads a control input of another width.
+  Gated(Inner inner, Vector<scalar_type> w_g, scalar_type b_g)
+      : inner_(std::move(inner)), w_g_(std::move(w_g)), b_g_(b_g) {
+    detail::require_at_least(kWho, "w_g.size()", w_g_.size(), 1, "the gate reads at least one input");
+    if (auto p = detail::finite_problem("w_g", w_g_)) detail::raise(kWho, p);
+    if (!std::isfinite(b_g_)) ABC_THROW(config_error(std::string(kWho) + ": b_g is not finite, expected a finite bias"));
+    const Index inner_dx = detail::input_dim_of(inner_);
+    if (inner_dx > 0 && inner_dx != w_g_.size())
+      ABC_THROW(config_error(std::string(kWho) + ": w_g.size() is " + std::to_string(w_g_.size()) +
+                             ", expected " + std::to_string(inner_dx) +
+                             " (the inner control's input_dim(): both read the same control input)"));
+  }
+
+  /// Caller-given gates: g_t = gates(t) for absolute position t. \throws config_error if gates is
+  /// empty or a gate is outside [0, 1].
+  Gated(Inner inner, Vector<scalar_type> gates) : inner_(std::move(inner)), gates_(std::move(gates)) {
+    detail::require_at_least(kWho, "gates.size()", gates_.size(), 1, "at least one token's gate");
+    for (Index t = 0; t < gates_.size(); ++t)
+      if (!(gates_(t) >= 0 && gates_(t) <= 1))
+        ABC_THROW(config_error(std::string(kWho) + ": gates(" + std::to_string(t) + ") is " +
+                               std::to_string(double(gates_(t))) + ", expected a value in [0, 1]"));
+  }
+
+  const Inner& inner() const noexcept { return inner_; }
+  Index num_slots() const noexcept { return inner_.num_slots(); }
+
+  /// The gate's input width, or Inner's when the gates are given (0: no control input at all).
+  Index input_dim() const noexcept {
+    return w_g_.size() > 0 ? w_g_.size() : detail::input_dim_of(inner_);
+  }
+
+  /// The smaller of Inner's capacity and the number of given gates (unbounded if neither).
+  Index max_tokens() const noexcept {
+    const Index m = detail::max_tokens_of(inner_);
+    return gates_.size() > 0 ? std::min(m, gates_.size()) : m;
+  }
+
+  template <class I = Inner, std::enable_if_t<detail::has_read_range<I>::value, int> = 0>
+  std::pair<Index, Index> read_range(Index t) const {
+    const auto r = inner_.read_range(t);
+    return {r.first, r.second};
+  }
+
+  template <class I = Inner, std::enable_if_t<detail::has_causal_problem<I>::value, int> = 0>
+  auto causal_problem() const noexcept {
+    return inner_.causal_problem();
+  }
+
+  template <class I = Inner, std::enable_if_t<detail::has_noncausal_form<I>::value, int> = 0>
+  Gated noncausal_form(MatrixRef<scalar_type> x) const {
+    Gated g = *this;
+    g.inner_ = inner_.noncausal_form(x);
+    return g;
+  }
+
+  /// Sparse form: Inner's writes, every slot decayed by g_t and each weight scaled by 1 − g_t.
+  static constexpr int max_writes = kSparse ? detail::max_writes_of<Inner>::value : 1;
+  template <bool S = kSparse, std::enable_if_t<S, int> = 0>
+  void schedule(Index t, VectorRef<scalar_type> x, MatrixOut<scalar_type> norm,
+                SparseWrite<scalar_type, max_writes>& w) const {
+    inner_.schedule(t, x, norm, w);
+    const auto [g, keep] = gate(t, x);
+    w.decay_all *= g;
+    for (int j = 0; j < w.count; ++j) w.writes[static_cast<std::size_t>(j)].weight *= keep;
+  }
+
+  /// Dense form: Inner's decay rows times g_t, write rows times 1 − g_t.
+  template <bool S = kSparse, std::enable_if_t<!S, int> = 0>
+  void schedule(Index t0, MatrixRef<scalar_type> x, MatrixOut<scalar_type> norm,
+                MatrixOut<scalar_type> decay, MatrixOut<scalar_type> write) const {
+    inner_.schedule(t0, x, norm, decay, write);
+    for (Index t = 0; t < x.rows(); ++t) {
+      const auto [g, keep] = gate(t0 + t, x.row(t).transpose());
+      decay.row(t) *= g;
+      write.row(t) *= keep;
+    }
+  }
+
+ private:
+  using T = scalar_type;
+  static constexpr const char* kWho = "abc::control::Gated";
+
+  // (g_t, 1 − g_t); from logits both come from a sigmoid of their own sign, so 1 − g keeps its
+  // precision when g is close to 1.
+  template <class Row>
+  std::pair<T, T> gate(Index t, const Row& x) const noexcept {
+    if (gates_.size() > 0) return {gates_(t), T(1) - gates_(t)};
+    const T s = w_g_.dot(x) + b_g_;
+    return {sigmoid(s), sigmoid(-s)};
+  }
+  static T sigmoid(T s) noexcept {
+    if (s >= 0) return T(1) / (T(1) + std::exp(-s));
+    const T e = std::exp(s);
+    return e / (T(1) + e);
+  }
+
+  Inner inner_;
+  Vector<T> w_g_;
+  T b_g_ = T(0);
+  Vector<T> gates_;
+};
+
+}  // namespace control
+}  // namespace abc

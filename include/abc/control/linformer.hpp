@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. control::Linformer, one learned control vector per position.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <utility>
+
+#include "../detail/check.hpp"
+#include "../detail/control_check.hpp"
+#include "../detail/random.hpp"
+#include "../types.hpp"
+
+namespace abc {
+namespace control {
+
+/**
+ * \brief Linformer as a control (ABC paper §5.3.1, P1): K̃ = W_LF K, Ṽ = W_LF V.
+ *
+ * Schedule: decay 1, write w_t = W_LF[:, t], the t-th column of W_LF [n × N_max]. Entries may be
+ * negative. Written as a recurrence it runs causally and decodes too (the paper's point), with the
+ * same memory as the non-causal projection once all tokens are in. Positions t ≥ N_max have no
+ * column: max_tokens() = N_max, and BoundedAttention refuses longer sequences with config_error.
+ *
+ * \code
+ * abc::BoundedAttention attn{abc::control::Linformer{64, 4096, 7}};  // n = 64, N_max = 4096, seed 7
+ * \endcode
+ */
+template <class Scalar = float>
+class Linformer {
+ public:
+  using scalar_type = Scalar;
+  static constexpr bool has_decay = false;
+
+  /// From given weights W_LF [n × N_max]. \throws config_error if empty or not finite.
+  explicit Linformer(Matrix<Scalar> w_lf) : w_(std::move(w_lf)) {
+    detail::require_at_least("abc::control::Linformer", "W_LF.rows() (slots)", w_.rows(), 1,
+                             "at least one slot");
+    detail::require_at_least("abc::control::Linformer", "W_LF.cols() (N_max)", w_.cols(), 1,
+                             "at least one position");
+    if (auto p = detail::finite_problem("W_LF", w_)) detail::raise("abc::control::Linformer", p);
+  }
+
+  /// Seeded random W_LF [n × N_max], entries N(0, 1/N_max): a memory row sums N_max unit-scale keys
+  /// with weights whose squares sum to about 1, so it stays unit-scale.
+  Linformer(Index n, Index n_max, std::uint64_t seed) : Linformer(random_weights(n, n_max, seed)) {}
+
+  Index num_slots() const noexcept { return w_.rows(); }
+  Index max_tokens() const noexcept { return w_.cols(); }
+  const Matrix<Scalar>& weights() const noexcept { return w_; }
+
+  void schedule(Index t0, MatrixRef<Scalar> x, MatrixOut<Scalar> /*norm*/, MatrixOut<Scalar> decay,
+                MatrixOut<Scalar> write) const {
+    decay.setOnes();
+    write.noalias() = w_.middleCols(t0, x.rows()).transpose();
+  }
+
+ private:
+  static Matrix<Scalar> random_weights(Index n, Index n_max, std::uint64_t seed) {
+    detail::require_at_least("abc::control::Linformer", "n", n, 1, "at least one slot");
+    detail::require_at_least("abc::control::Linformer", "n_max", n_max, 1, "at least one position");
+    Matrix<Scalar> w(n, n_max);
+    const double sd = 1.0 / std::sqrt(static_cast<double>(n_max));
+    for (Index i = 0; i < w.size(); ++i)
+      w.data()[i] = static_cast<Scalar>(sd * detail::normal(seed, static_cast<std::uint64_t>(i)));
+    return w;
+  }
+
+  Matrix<Scalar> w_;
+};
+
+}  // namespace control
+}  // namespace abc

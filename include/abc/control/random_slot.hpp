@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. control::RandomSlot (ABC_RD), each token into a random slot.
+#pragma once
+
+#include <cstdint>
+
+#include "../detail/control_check.hpp"
+#include "../detail/random.hpp"
+#include "../schedule.hpp"
+#include "../types.hpp"
+
+namespace abc {
+namespace control {
+
+/**
+ * \brief ABC_RD (ABC paper §5.5.1, P6): token t is added to slot i_t = hash(seed, t) mod n.
+ *
+ * Schedule: decay 1, write e_{i_t}. Every token is kept, squashed with the others of its slot. The
+ * slot is a counter-based hash of the absolute position t, never a draw from a stream, so the
+ * parallel, recurrent and split-and-continue forms see the same slots; the same seed gives the
+ * same slots on every platform.
+ */
+template <class Scalar = float>
+class RandomSlot {
+ public:
+  using scalar_type = Scalar;
+  static constexpr int max_writes = 1;
+  static constexpr bool has_decay = false;
+
+  /// n slots, slots drawn from `seed`. \throws config_error if n < 1.
+  RandomSlot(Index n, std::uint64_t seed) : n_(n), seed_(seed) {
+    detail::require_at_least("abc::control::RandomSlot", "n", n, 1, "at least one slot");
+  }
+
+  Index num_slots() const noexcept { return n_; }
+  std::uint64_t seed() const noexcept { return seed_; }
+
+  /// The slot token t is written to.
+  Index slot(Index t) const noexcept {
+    return static_cast<Index>(detail::hash(seed_, static_cast<std::uint64_t>(t)) %
+                              static_cast<std::uint64_t>(n_));
+  }
+
+  void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*norm*/,
+                SparseWrite<Scalar, 1>& w) const noexcept {
+    w.add(slot(t), Scalar(1), Scalar(1));
+  }
+
+ private:
+  Index n_;
+  std::uint64_t seed_;
+};
+
+}  // namespace control
+}  // namespace abc

@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: MIT
+// abc tests: control::Concat<A, B>: A's slots then B's under one softmax, sparse and dense, against
+// the float64 recurrence; two global parts covering every token are softmax attention.
+#include <abc/bounded_attention.hpp>
+#include <abc/control/cluster.hpp>
+#include <abc/control/concat.hpp>
+#include <abc/control/gated.hpp>
+#include <abc/control/global_tokens.hpp>
+#include <abc/control/linformer.hpp>
+#include <abc/control/mlp.hpp>
+#include <abc/control/random_slot.hpp>
+#include <abc/control/sliding_window.hpp>
+
+#include <numeric>
+
+#include "support/approx.hpp"
+#include "support/catch.hpp"
+#include "support/reference.hpp"
+#include "support/schedule_reference.hpp"
+
+namespace {
+
+using abc::Index;
+const Index kSizes[] = {1, 7, 63, 65, 100};
+
+// The concatenated schedule: A's decays and writes, then B's.
+ref::ScheduleFn concat(ref::ScheduleFn a, ref::ScheduleFn b) {
+  return [a, b](size_t t) {
+    ref::Step s = a(t), sb = b(t);
+    s.a.insert(s.a.end(), sb.a.begin(), sb.a.end());
+    s.w.insert(s.w.end(), sb.w.begin(), sb.w.end());
+    return s;
+  };
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("Concat<GlobalTokens, SlidingWindow> (sparse) matches the float64 reference in every form",
+                   "[control][concat]", float, double) {
+  using T = TestType;
+  using C = abc::control::Concat<abc::control::GlobalTokens<T>, abc::control::SlidingWindow<T>>;
+  static_assert(abc::is_sparse_control_v<C> && C::max_writes == 2, "two sparse parts without global decay: sparse");
+  const Index d = 8, dv = 5, w = 5;
+  const std::vector<Index> pos = {0, 4, 30, 64, 90};
+  for (Index n_tok : kSizes) {
+    auto q = ref::random<T>(n_tok, d, 301), k = ref::random<T>(n_tok, d, 302), v = ref::random<T>(n_tok, dv, 303);
+    C control{abc::control::GlobalTokens<T>(pos), abc::control::SlidingWindow<T>(w)};
+    REQUIRE(control.num_slots() == 10);
+    const auto sched = concat(
+        [&](size_t t) {
+          long slot = -1;
+          for (size_t i = 0; i < pos.size(); ++i)
+            if (pos[i] == Index(t)) slot = long(i);
+          return ref::one_hot(pos.size(), slot, 1.0);
+        },
+        [&](size_t t) { return ref::one_hot(size_t(w), long(t % size_t(w)), 1.0, 0.0); });
+    const auto rq = ref::from(q), rk = ref::from(k), rv = ref::from(v);
+    const double scale = 1 / std::sqrt(double(d));
+    INFO("N = " << n_tok);
+    ref::require_close(abc::BoundedAttention{control}.forward(q, k, v), ref::recurrence_noncausal(sched, 10, rq, rk, rv, scale));
+    ref::require_causal_forms(control, q, k, v, ref::recurrence_causal(sched, 10, rq, rk, rv, scale));
+  }
+}
+
+TEMPLATE_TEST_CASE("Concat goes dense for a dense part or a globally decaying part, and matches the reference",
+                   "[control][concat]", float, double) {
+  using T = TestType;
+  using abc::control::Concat;
+  using abc::control::Gated;
+  using abc::control::Linformer;
+  using abc::control::RandomSlot;
+  using abc::control::SlidingWindow;
+  using GW = Gated<SlidingWindow<T>>;
+  static_assert(!abc::is_sparse_control_v<Concat<GW, RandomSlot<T>>>, "Gated sets decay_all: dense");
+  static_assert(!abc::is_sparse_control_v<Concat<Linformer<T>, RandomSlot<T>>>, "a dense part: dense");
+  const Index d = 6, dv = 4, nw = 3, nr = 4, nl = 2;
+  for (Index n_tok : kSizes) {
+    auto q = ref::random<T>(n_tok, d, 311), k = ref::random<T>(n_tok, d, 312), v = ref::random<T>(n_tok, dv, 313);
+    abc::Vector<T> gates = (ref::random<T>(n_tok, 1, 314).array() * T(0.4) + T(0.5)).matrix();
+    const auto rq = ref::from(q), rk = ref::from(k), rv = ref::from(v);
+    const double scale = 1 / std::sqrt(double(d));
+    INFO("N = " << n_tok);
+    const ref::ScheduleFn random = [&](size_t t) {
+      return ref::one_hot(size_t(nr), long(abc::control::RandomSlot<T>(nr, 8).slot(Index(t))), 1.0);
+    };
+    {
+      Concat<GW, RandomSlot<T>> control(GW(SlidingWindow<T>(nw), gates), RandomSlot<T>(nr, 8));
+      const auto sched = concat(
+          [&](size_t t) {
+            ref::Step s = ref::one_hot(size_t(nw), long(t % size_t(nw)), 1.0, 0.0);
+            for (auto& a : s.a) a *= double(gates(Index(t)));
+            for (auto& w : s.w) w *= 1 - double(gates(Index(t)));
+            return s;
+          },
+          random);
+      ref::require_close(abc::BoundedAttention{control}.forward(q, k, v),
+                         ref::recurrence_noncausal(sched, size_t(nw + nr), rq, rk, rv, scale));
+      ref::require_causal_forms(control, q, k, v, ref::recurrence_causal(sched, size_t(nw + nr), rq, rk, rv, scale));
+    }
+    {
+      Linformer<T> lin(nl, n_tok, 4);
+      const auto wl = ref::from(lin.weights());
+      Concat<Linformer<T>, RandomSlot<T>> control(lin, RandomSlot<T>(nr, 8));
+      REQUIRE(control.max_tokens() == n_tok);
+      const auto sched = concat(
+          [&](size_t t) {
+            ref::Step s{std::vector<double>(size_t(nl), 1.0), std::vector<double>(size_t(nl))};
+            for (size_t l = 0; l < size_t(nl); ++l) s.w[l] = wl[l][t];
+            return s;
+          },
+          random);
+      ref::require_close(abc::BoundedAttention{control}.forward(q, k, v),
+                         ref::recurrence_noncausal(sched, size_t(nl + nr), rq, rk, rv, scale));
+      ref::require_causal_forms(control, q, k, v, ref::recurrence_causal(sched, size_t(nl + nr), rq, rk, rv, scale));
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("Concat of global tokens 0..m-1 and m..N-1 is softmax attention over the whole",
+                   "[control][concat][identity]", float, double) {
+  using T = TestType;
+  for (Index n_tok : {Index(2), Index(7), Index(65), Index(100)}) {
+    const Index m = n_tok / 3 + 1, d = 6, dv = 4;
+    std::vector<Index> first(static_cast<size_t>(m)), rest(static_cast<size_t>(n_tok - m));
+    std::iota(first.begin(), first.end(), Index(0));
+    std::iota(rest.begin(), rest.end(), m);
+    std::reverse(rest.begin(), rest.end());  // slot order does not matter to a softmax
+    auto q = ref::random<T>(n_tok, d, 321), k = ref::random<T>(n_tok, d, 322), v = ref::random<T>(n_tok, dv, 323);
+    abc::BoundedAttention attn{abc::control::Concat{abc::control::GlobalTokens<T>(first), abc::control::GlobalTokens<T>(rest)}};
+    const auto rq = ref::from(q), rk = ref::from(k), rv = ref::from(v);
+    INFO("N = " << n_tok);
+    ref::require_close(attn.forward(q, k, v), ref::attention(rq, rk, rv, 1 / std::sqrt(6.0), false));
+    ref::require_causal_forms(attn.control(), q, k, v, ref::attention(rq, rk, rv, 1 / std::sqrt(6.0), true));
+  }
+}
+
+TEMPLATE_TEST_CASE("Concat passes input widths, non-causal forms and causal requirements through", "[control][concat][errors]",
+                   float, double) {
+  using T = TestType;
+  using abc::control::Cluster;
+  using abc::control::Concat;
+  using abc::control::Mlp;
+  using abc::control::SlidingWindow;
+  REQUIRE_THROWS_AS((Concat<Mlp<T>, Mlp<T>>(Mlp<T>(4, 2, 1), Mlp<T>(5, 2, 1))), abc::config_error);
+  REQUIRE_THROWS_WITH((Concat<Mlp<T>, Mlp<T>>(Mlp<T>(4, 2, 1), Mlp<T>(5, 2, 1))), ABC_CONTAINS("b.input_dim() is 5, expected 4"));
+  Concat<Mlp<T>, SlidingWindow<T>> ok(Mlp<T>(4, 2, 1), SlidingWindow<T>(3));
+  REQUIRE(ok.input_dim() == 4);
+  // A k-means part: fitted on the whole input non-causally, refused causally.
+  Concat<Cluster<T>, SlidingWindow<T>> cw(Cluster<T>(3, 4, 1, 50), SlidingWindow<T>(2));
+  abc::BoundedAttention attn{cw};
+  auto q = ref::random<T>(20, 4, 1), k = ref::random<T>(20, 4, 2), v = ref::random<T>(20, 3, 3);
+  const abc::Matrix<T> out = attn.forward(q, k, v);
+  abc::BoundedAttention fitted{Concat<Cluster<T>, SlidingWindow<T>>(Cluster<T>(Cluster<T>::kmeans(k, 3, 1, 50).centroids),
+                                                                  SlidingWindow<T>(2))};
+  ref::require_same(out, fitted.forward(q, k, v));
+  REQUIRE_THROWS_WITH(attn.forward_causal(q, k, v), ABC_CONTAINS("centroids.rows() is 0, expected at least 3"));
+}

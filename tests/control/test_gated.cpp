@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: MIT
+// abc tests: control::Gated<Inner>: a_t ← g_t a_t, w_t ← (1 − g_t) w_t around sparse and dense
+// controls, against the float64 recurrence; gate limits and the unrolled weights (oracle 22).
+#include <abc/bounded_attention.hpp>
+#include <abc/control/dilated.hpp>
+#include <abc/control/gated.hpp>
+#include <abc/control/linformer.hpp>
+#include <abc/control/mlp.hpp>
+#include <abc/control/random_slot.hpp>
+#include <abc/control/sliding_window.hpp>
+
+#include "support/approx.hpp"
+#include "support/catch.hpp"
+#include "support/reference.hpp"
+#include "support/schedule_reference.hpp"
+
+namespace {
+
+using abc::Index;
+const Index kSizes[] = {1, 7, 63, 65, 100};
+
+// g_t = σ(w_g · x_t + b_g) in double.
+std::vector<double> sigmoid_gates(const ref::Mat& x, const std::vector<double>& wg, double bg) {
+  std::vector<double> g;
+  for (const auto& xi : x) g.push_back(1.0 / (1.0 + std::exp(-(ref::dot(wg, xi) + bg))));
+  return g;
+}
+
+ref::ScheduleFn gated(ref::ScheduleFn inner, std::vector<double> g) {
+  return [inner, g](size_t t) {
+    ref::Step s = inner(t);
+    for (auto& a : s.a) a *= g[t];
+    for (auto& w : s.w) w *= 1 - g[t];
+    return s;
+  };
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("Gated sparse (window) and dense (Linformer) match the float64 reference in every form",
+                   "[control][gated]", float, double) {
+  using T = TestType;
+  const Index d = 8, dv = 5, dx = 3, n = 4;
+  static_assert(abc::is_sparse_control_v<abc::control::Gated<abc::control::SlidingWindow<T>>>, "sparse inner: sparse");
+  static_assert(!abc::is_sparse_control_v<abc::control::Gated<abc::control::Linformer<T>>>, "dense inner: dense");
+  for (Index n_tok : kSizes) {
+    const std::uint64_t seed = 200 + std::uint64_t(n_tok);
+    auto q = ref::random<T>(n_tok, d, seed + 1), k = ref::random<T>(n_tok, d, seed + 2);
+    auto v = ref::random<T>(n_tok, dv, seed + 3), x = ref::random<T>(n_tok, dx, seed + 4, 2.0);
+    const abc::Vector<T> wg = ref::random<T>(dx, 1, seed + 5, 2.0);
+    const T bg = T(0.5);
+    const auto rx = ref::from(x);
+    const auto g = sigmoid_gates(rx, ref::from(abc::Matrix<T>(wg.transpose()))[0], double(bg));
+    const double scale = 1 / std::sqrt(double(d));
+    const auto rq = ref::from(q), rk = ref::from(k), rv = ref::from(v);
+    INFO("N = " << n_tok);
+    {
+      abc::control::Gated<abc::control::SlidingWindow<T>> control(abc::control::SlidingWindow<T>(n), wg, bg);
+      const auto sched = gated([&](size_t t) { return ref::one_hot(size_t(n), long(t % size_t(n)), 1.0, 0.0); }, g);
+      abc::BoundedAttention attn{control};
+      ref::require_close(attn.forward(q, k, v, x), ref::recurrence_noncausal(sched, size_t(n), rq, rk, rv, scale));
+      ref::require_causal_forms(control, q, k, v, ref::recurrence_causal(sched, size_t(n), rq, rk, rv, scale), &x);
+    }
+    {
+      abc::control::Linformer<T> lin(n, n_tok, 3);
+      const auto w = ref::from(lin.weights());
+      abc::control::Gated<abc::control::Linformer<T>> control(lin, wg, bg);
+      REQUIRE(control.max_tokens() == n_tok);
+      const auto sched = gated(
+          [&](size_t t) {
+            ref::Step s{std::vector<double>(size_t(n), 1.0), std::vector<double>(size_t(n))};
+            for (size_t l = 0; l < size_t(n); ++l) s.w[l] = w[l][t];
+            return s;
+          },
+          g);
+      abc::BoundedAttention attn{control};
+      ref::require_close(attn.forward(q, k, v, x), ref::recurrence_noncausal(sched, size_t(n), rq, rk, rv, scale));
+      ref::require_causal_forms(control, q, k, v, ref::recurrence_causal(sched, size_t(n), rq, rk, rv, scale), &x);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("Gated forwards the inner read range (Dilated) with given gates", "[control][gated]", float, double) {
+  using T = TestType;
+  const Index d = 6, dv = 3, n = 3, r = 2, n_tok = 65;
+  auto q = ref::random<T>(n_tok, d, 211), k = ref::random<T>(n_tok, d, 212), v = ref::random<T>(n_tok, dv, 213);
+  abc::Vector<T> gates = (ref::random<T>(n_tok, 1, 214).array() * T(0.5) + T(0.5)).matrix();
+  std::vector<double> g;
+  for (Index t = 0; t < n_tok; ++t) g.push_back(double(gates(t)));
+  abc::control::Gated<abc::control::Dilated<T>> control(abc::control::Dilated<T>(n, r), gates);
+  REQUIRE(control.max_tokens() == n_tok);
+  REQUIRE(control.input_dim() == 0);
+  const auto sched = gated([&](size_t t) { return ref::one_hot(size_t(n * r), long((t % 2) * 3 + (t / 2) % 3), 1.0, 0.0); }, g);
+  const ref::RangeFn range = [&](size_t t) { return std::make_pair((t % 2) * 3, (t % 2) * 3 + 3); };
+  const auto rq = ref::from(q), rk = ref::from(k), rv = ref::from(v);
+  const double scale = 1 / std::sqrt(double(d));
+  ref::require_close(abc::BoundedAttention{control}.forward(q, k, v),
+                     ref::recurrence_noncausal(sched, size_t(n * r), rq, rk, rv, scale, range));
+  ref::require_causal_forms(control, q, k, v, ref::recurrence_causal(sched, size_t(n * r), rq, rk, rv, scale, range));
+}
+
+TEMPLATE_TEST_CASE("Gated with g ≡ 0 keeps only the current token's write (oracle 22)", "[control][gated][identity]", float,
+                   double) {
+  using T = TestType;
+  const Index d = 5, dv = 4, n_tok = 30;
+  auto q = ref::random<T>(n_tok, d, 221), k = ref::random<T>(n_tok, d, 222), v = ref::random<T>(n_tok, dv, 223);
+  const abc::Vector<T> zeros = abc::Vector<T>::Zero(n_tok);
+  // One slot that would otherwise sum every token: with the gate shut it holds v_t only.
+  abc::BoundedAttention one{abc::control::Gated{abc::control::RandomSlot<T>(1, 5), zeros}};
+  ref::require_close(one.forward_causal(q, k, v), ref::from(v));
+  // A window of 4: after token t only slot t mod 4 is non-zero, and it holds k_t, v_t.
+  abc::BoundedAttention win{abc::control::Gated{abc::control::SlidingWindow<T>(4), zeros}};
+  auto state = win.make_state(d, dv);
+  for (Index t = 0; t < n_tok; ++t) {
+    win.step(state, q.row(t).transpose(), k.row(t).transpose(), v.row(t).transpose());
+    abc::Matrix<T> want_k = abc::Matrix<T>::Zero(4, d);
+    want_k.row(t % 4) = k.row(t);
+    REQUIRE(state.keys() == want_k);
+    REQUIRE(state.values().row(t % 4) == v.row(t));
+  }
+}
+
+TEMPLATE_TEST_CASE("Gated unrolled weights (1 − g_i) Π_{j>i} g_j equal the recurrence (oracle 22)",
+                   "[control][gated][identity]", float, double) {
+  using T = TestType;
+  const Index d = 4, dv = 3, n_tok = 40;
+  auto q = ref::random<T>(n_tok, d, 231), k = ref::random<T>(n_tok, d, 232), v = ref::random<T>(n_tok, dv, 233);
+  abc::Vector<T> gates = (ref::random<T>(n_tok, 1, 234).array() * T(0.45) + T(0.5)).matrix();  // in (0.05, 0.95)
+  // One slot: the softmax over it is 1, so output t is Ṽ_t = Σ_{i≤t} (1 − g_i) Π_{i<j≤t} g_j v_i.
+  abc::BoundedAttention attn{abc::control::Gated{abc::control::RandomSlot<T>(1, 1), gates}};
+  ref::Mat want;
+  for (Index t = 0; t < n_tok; ++t) {
+    std::vector<double> o(size_t(dv), 0.0);
+    for (Index i = 0; i <= t; ++i) {
+      double a = 1 - double(gates(i));
+      for (Index j = i + 1; j <= t; ++j) a *= double(gates(j));
+      for (Index c = 0; c < dv; ++c) o[size_t(c)] += a * double(v(i, c));
+    }
+    want.push_back(o);
+  }
+  ref::require_causal_forms(attn.control(), q, k, v, want);
+}
+
+TEMPLATE_TEST_CASE("Gated errors: input widths, gate values, capacity", "[control][gated][errors]", float, double) {
+  using T = TestType;
+  using abc::control::Gated;
+  using abc::control::Mlp;
+  const abc::Vector<T> w3 = abc::Vector<T>::Ones(3);
+  REQUIRE_THROWS_AS(Gated<Mlp<T>>(Mlp<T>(4, 2, 1), w3, T(0)), abc::config_error);
+  REQUIRE_THROWS_WITH(Gated<Mlp<T>>(Mlp<T>(4, 2, 1), w3, T(0)), ABC_CONTAINS("w_g.size() is 3, expected 4"));
+  REQUIRE_NOTHROW(Gated<Mlp<T>>(Mlp<T>(3, 2, 1), w3, T(0)));
+  abc::Vector<T> bad(3);
+  bad << T(0.5), T(1.5), T(0);
+  REQUIRE_THROWS_WITH(Gated<Mlp<T>>(Mlp<T>(3, 2, 1), bad), ABC_CONTAINS("gates(1) is 1.5"));
+  REQUIRE_THROWS_WITH(Gated<Mlp<T>>(Mlp<T>(3, 2, 1), abc::Vector<T>()), ABC_CONTAINS("gates.size() is 0"));
+  abc::BoundedAttention attn{Gated<Mlp<T>>(Mlp<T>(3, 2, 1), abc::Vector<T>::Constant(5, T(0.5)))};
+  REQUIRE(attn.control().input_dim() == 3);  // the inner Mlp still reads x
+  auto q = ref::random<T>(6, 3, 1);
+  REQUIRE_THROWS_WITH(attn.forward_causal(q, q, q), ABC_CONTAINS("is 6, expected at most 5"));
+  REQUIRE_NOTHROW(attn.forward_causal(q.topRows(5), q.topRows(5), q.topRows(5)));
+}

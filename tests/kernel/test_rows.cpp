@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: MIT
+// abc tests: the SIMD row kernels against the scalar ones (kernel/scalar.hpp is the oracle), at
+// lengths around the batch width and at unaligned addresses.
+#include <abc/kernel/online_normalise.hpp>
+#include <abc/kernel/rows.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "support/catch.hpp"
+#include "support/reference.hpp"
+
+namespace {
+
+using abc::Index;
+
+template <class T>
+Index width() {
+#ifdef ABC_NO_SIMD
+  return 1;
+#else
+  return Index(abc::kernel::batch<T>::size);
+#endif
+}
+
+template <class T>
+std::vector<Index> lengths() {
+  const Index w = width<T>();
+  return {0, 1, w - 1, w, w + 1, 2 * w + 3, 64, 65, 1000};
+}
+
+// Buffers with a one-element offset so the kernels see unaligned pointers.
+template <class T>
+std::vector<T> data(Index n, std::uint64_t seed) {
+  const auto m = ref::random<T>(1, n + 1, seed);
+  return std::vector<T>(m.data(), m.data() + n + 1);
+}
+
+template <class T>
+double tol(Index n) {
+  return (std::is_same<T, float>::value ? 1e-6 : 1e-14) * double(std::max<Index>(n, 1));
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("row kernels match the scalar oracle at every tail length", "[kernel][rows]", float, double) {
+  using T = TestType;
+  for (Index n : lengths<T>())
+    for (Index off : {Index(0), Index(1)}) {
+      INFO("n = " << n << ", offset " << off);
+      auto row_a = data<T>(n, 1), row_b = row_a, x = data<T>(n, 2), q = data<T>(n, 3);
+      auto out_a = data<T>(n, 4), out_b = out_a;
+      const T a = T(0.75), w = T(-1.25), p = T(0.3);
+      const T d_simd = abc::kernel::update_dot(row_a.data() + off, a, w, x.data() + off, q.data() + off, n);
+      const T d_ref = abc::kernel::scalar::update_dot(row_b.data() + off, a, w, x.data() + off, q.data() + off, n);
+      REQUIRE(std::abs(double(d_simd - d_ref)) <= tol<T>(n));
+      for (Index j = 0; j <= n; ++j) REQUIRE(std::abs(double(row_a[size_t(j)] - row_b[size_t(j)])) <= tol<T>(1));
+      abc::kernel::update_axpy(row_a.data() + off, a, w, x.data() + off, p, out_a.data() + off, n);
+      abc::kernel::scalar::update_axpy(row_b.data() + off, a, w, x.data() + off, p, out_b.data() + off, n);
+      for (Index j = 0; j <= n; ++j) {
+        REQUIRE(std::abs(double(row_a[size_t(j)] - row_b[size_t(j)])) <= tol<T>(1));
+        REQUIRE(std::abs(double(out_a[size_t(j)] - out_b[size_t(j)])) <= tol<T>(1));
+      }
+      REQUIRE(std::abs(double(abc::kernel::dot(x.data() + off, q.data() + off, n) -
+                              abc::kernel::scalar::dot(x.data() + off, q.data() + off, n))) <= tol<T>(n));
+      abc::kernel::axpy(p, x.data() + off, out_a.data() + off, n);
+      abc::kernel::scalar::axpy(p, x.data() + off, out_b.data() + off, n);
+      for (Index j = 0; j <= n; ++j) REQUIRE(std::abs(double(out_a[size_t(j)] - out_b[size_t(j)])) <= tol<T>(1));
+      // Nothing outside [off, off + n) is written.
+      if (off == 1) REQUIRE(row_a[0] == row_b[0]);
+    }
+}
+
+TEMPLATE_TEST_CASE("online_normalise matches the scalar oracle, including −∞ and huge log-weights",
+                   "[kernel][online_normalise]", float, double) {
+  using T = TestType;
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  for (Index n : lengths<T>())
+    for (bool prefix : {true, false}) {
+      INFO("n = " << n << ", prefix " << prefix);
+      std::vector<T> m_a(size_t(n) + 1, -inf), z_a(size_t(n) + 1, T(0)), m_b = m_a, z_b = z_a;
+      std::vector<T> dec_a(size_t(n) + 1), wr_a(size_t(n) + 1), dec_b(size_t(n) + 1), wr_b(size_t(n) + 1);
+      for (int token = 0; token < 6; ++token) {
+        auto lam = data<T>(n, 10 + std::uint64_t(token));
+        for (Index j = 0; j <= n; ++j) {
+          if ((j + token) % 5 == 0) lam[size_t(j)] = -inf;                  // no mass (relu zero)
+          if ((j + token) % 7 == 3) lam[size_t(j)] *= T(1e4);               // extreme logits
+        }
+        abc::kernel::online_normalise(lam.data() + 1, m_a.data() + 1, z_a.data() + 1, dec_a.data() + 1, wr_a.data() + 1, n, prefix);
+        abc::kernel::scalar::online_normalise(lam.data() + 1, m_b.data() + 1, z_b.data() + 1, dec_b.data() + 1, wr_b.data() + 1, n, prefix);
+        for (Index j = 1; j <= n; ++j) {
+          const size_t i = size_t(j);
+          REQUIRE(std::isfinite(double(dec_a[i])));
+          REQUIRE(std::isfinite(double(wr_a[i])));
+          REQUIRE(m_a[i] == m_b[i]);
+          REQUIRE(std::abs(double(z_a[i] - z_b[i])) <= 8 * tol<T>(1) * double(std::max(T(1), z_b[i])));
+          REQUIRE(std::abs(double(dec_a[i] - dec_b[i])) <= 8 * tol<T>(1));
+          REQUIRE(std::abs(double(wr_a[i] - wr_b[i])) <= 8 * tol<T>(1));
+          REQUIRE(dec_a[i] >= T(0));
+          REQUIRE(dec_a[i] <= T(1) + T(8) * std::numeric_limits<T>::epsilon());
+          REQUIRE(wr_a[i] >= T(0));
+          REQUIRE(wr_a[i] <= T(1) + T(8) * std::numeric_limits<T>::epsilon());
+        }
+      }
+    }
+}
