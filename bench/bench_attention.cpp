@@ -52,6 +52,11 @@ void run_bounded(benchmark::State& st, const C& control, bool dense, const std::
   const double n = double(attn.num_slots()), d = kD, N = double(n_tok);
   double write = dense ? abc_bench::dense_write_flops(N, n, d, d) : abc_bench::onehot_write_flops(N, d, d);
   if constexpr (abc::detail::has_input_dim<C>::value) write += abc_bench::logit_flops(N, n, d);
+  double read = abc_bench::read_flops(N, n, d, d);
+  if constexpr (abc::detail::has_linear_readout<C>::value) {  // no K̃: features of k and q, then Ṽ
+    write = abc_bench::feature_flops(N, n, d) + abc_bench::dense_write_flops(N, n, 0, d);
+    read = abc_bench::feature_flops(N, n, d) + abc_bench::read_flops(N, n, 0, d);
+  }
   auto state = attn.make_state(kD, kD);
   if (form == "forward") {
     Mat out(n_tok, kD);
@@ -59,7 +64,7 @@ void run_bounded(benchmark::State& st, const C& control, bool dense, const std::
       attn.forward_into(in.q, in.k, in.v, out);
       benchmark::DoNotOptimize(out.data());
     }
-    set_counters(st, N, write + abc_bench::read_flops(N, n, d, d), double(state.bytes()));
+    set_counters(st, N, write + read, double(state.bytes()));
   } else if (form == "forward_causal") {
     Mat out(n_tok, kD);
     for (auto _ : st) {
@@ -67,7 +72,7 @@ void run_bounded(benchmark::State& st, const C& control, bool dense, const std::
       attn.forward_causal_into(state, in.q, in.k, in.v, out);
       benchmark::DoNotOptimize(out.data());
     }
-    set_counters(st, N, write + abc_bench::read_flops(N, n, d, d), double(state.bytes()));
+    set_counters(st, N, write + read, double(state.bytes()));
   } else {  // step at position N: prefill N tokens, then time single tokens
     attn.forward_causal(state, in.q, in.k, in.v);
     abc::Vector<float> out(kD);
@@ -85,9 +90,7 @@ void run_bounded(benchmark::State& st, const C& control, bool dense, const std::
       attn.step_into(state, in.q.row(r), in.k.row(r), in.v.row(r), out);
       benchmark::DoNotOptimize(out.data());
     }
-    const double per = (dense ? abc_bench::dense_write_flops(1, n, d, d) : abc_bench::onehot_write_flops(1, d, d)) +
-                       abc_bench::read_flops(1, n, d, d) +
-                       (abc::detail::has_input_dim<C>::value ? abc_bench::logit_flops(1, n, d) : 0.0);
+    const double per = (write + read) / N;  // the same arithmetic, one token at a time
     set_counters(st, 1, per, double(state.bytes()));
   }
 }
@@ -108,6 +111,12 @@ void run_softmax(benchmark::State& st, const std::string& form) {
   // The KV cache an exact decoder holds at this length.
   set_counters(st, double(n_tok), abc_bench::softmax_flops(double(n_tok), double(n_tok), kD, kD, causal),
                double(2 * n_tok * kD * Index(sizeof(float))));
+}
+
+// Gaussian RFA with D random features on normalised inputs, σ = 1.6 (inverse temperature s² ≈ 2.6).
+abc::control::RandomFeature<float> rfa(Index D) {
+  return abc::control::RandomFeature<float>{
+      abc::feature::RandomFourier<float>(abc::feature::Projection<float>(D, kD, 1, 1.6f).draw(), true)};
 }
 
 void register_all() {
@@ -148,6 +157,10 @@ void register_all() {
                              abc::control::SlidingWindow<float>(kSlots), abc::Vector<float>::Constant(kD, 0.1f), 1.0f),
                      false, f);
        }},
+      // RFA at D = 32 has 2D = 64 slots: the same memory as the other controls' n = 64.
+      {"rfa_D32", [](benchmark::State& st, const std::string& f) { run_bounded(st, rfa(32), true, f); }},
+      {"rfa_D64", [](benchmark::State& st, const std::string& f) { run_bounded(st, rfa(64), true, f); }},
+      {"rfa_D256", [](benchmark::State& st, const std::string& f) { run_bounded(st, rfa(256), true, f); }},
       {"concat_global_window", [](benchmark::State& st, const std::string& f) {
          std::vector<Index> pos;
          for (Index i = 0; i < kSlots / 2; ++i) pos.push_back(i * (st.range(0) / (kSlots / 2)));

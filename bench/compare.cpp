@@ -137,6 +137,11 @@ int main(int argc, char** argv) {
   else  // non-causal fits k-means on the keys inside every call (20 Lloyd updates at most)
     add("cluster (k-means)", Cluster<float>(n, d, 1, 20));
   add("gated window", Gated<SlidingWindow<float>>(SlidingWindow<float>(n), abc::Vector<float>::Constant(d, 0.1f), 1.0f));
+  // RFA on normalised q and k with σ = 1.6: softmax with inverse temperature s² ≈ 2.6 as D grows,
+  // about the logits scale·q·k of this workload (|q|, |k| ≈ sqrt(d/3)). Its memory is 2D slots.
+  for (Index D : {Index(64), Index(256)})
+    add("rfa D=" + std::to_string(D),
+        RandomFeature<float>{abc::feature::RandomFourier<float>(abc::feature::Projection<float>(D, d, 1, 1.6f).draw(), true)});
 
   std::printf("abc compare: %s attention, N = %ld, d = dv = %ld, n = %ld, float, median of %d (one thread)\n\n",
               cfg.causal ? "causal" : "non-causal", long(N), long(d), long(n), cfg.repeat);

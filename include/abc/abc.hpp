@@ -7,6 +7,7 @@
 #include "config.hpp"
 #include "error.hpp"
 #include "options.hpp"
+#include "readout.hpp"
 #include "schedule.hpp"
 #include "softmax_attention.hpp"
 #include "state.hpp"
@@ -21,5 +22,10 @@
 #include "control/identity.hpp"
 #include "control/linformer.hpp"
 #include "control/mlp.hpp"
+#include "control/random_feature.hpp"
 #include "control/random_slot.hpp"
 #include "control/sliding_window.hpp"
+
+#include "feature/arc_cosine.hpp"
+#include "feature/projection.hpp"
+#include "feature/random_fourier.hpp"

@@ -10,6 +10,7 @@
 #include "concepts.hpp"
 #include "config.hpp"
 #include "detail/check.hpp"
+#include "detail/linear_readout.hpp"
 #include "detail/recurrence.hpp"
 #include "kernel/rows.hpp"
 #include "options.hpp"
@@ -53,7 +54,8 @@ class BoundedAttention {
                 "abc::BoundedAttention<Control>: Control must provide `Index num_slots() const` "
                 "(see abc/concepts.hpp)");
   static_assert(detail::has_sparse_schedule<Control>::value ||
-                    detail::has_dense_schedule<Control>::value,
+                    detail::has_dense_schedule<Control>::value ||
+                    detail::has_linear_readout<Control>::value,
                 "abc::BoundedAttention<Control>: Control must provide a schedule: either "
                 "`static constexpr int max_writes` with `void schedule(Index t, VectorRef<T> x, "
                 "MatrixOut<T> norm, SparseWrite<T, max_writes>& w) const`, or `void "
@@ -69,7 +71,13 @@ class BoundedAttention {
 
  private:
   using T = scalar_type;
-  static constexpr bool sparse = detail::has_sparse_schedule<Control>::value;
+  static constexpr bool linear = detail::readout_of<Control>::value == Readout::linear;
+  static constexpr bool sparse = detail::has_sparse_schedule<Control>::value && !linear;
+  static_assert(!linear || detail::has_linear_readout<Control>::value,
+                "abc::BoundedAttention<Control>: a Control with `readout = Readout::linear` must provide "
+                "`void key_schedule(Index t0, MatrixRef<T> k, MatrixRef<T> x, MatrixOut<T> decay, "
+                "MatrixOut<T> write) const` and `void query_features(MatrixRef<T> q, MatrixOut<T> phi) "
+                "const` (see abc/concepts.hpp)");
   static constexpr bool has_decay = detail::decay_flag<Control>::value;
 
  public:
@@ -185,7 +193,7 @@ class BoundedAttention {
     if (d < 1) p = detail::at_least(Status::bad_config, "d", d, 1, "keys need a column");
     if (dv < 1) p = detail::at_least(Status::bad_config, "dv", dv, 1, "values need a column");
     if (p) detail::raise("abc::BoundedAttention::make_state", p);
-    state_type s(control_.num_slots(), d, dv);
+    state_type s(control_.num_slots(), linear ? 0 : d, dv);  // a linear readout keeps no K̃
     s.scratch_.resize(3, control_.num_slots());
     return s;
   }
@@ -244,6 +252,14 @@ class BoundedAttention {
 
   bool masked() const noexcept { return options_.empty_slots == EmptySlots::masked; }
 
+  // The linear readout's denominator floor (0: off), when the control has one.
+  T floor() const noexcept {
+    if constexpr (detail::has_denominator_floor<Control>::value)
+      return control_.denominator_floor();
+    else
+      return T(0);
+  }
+
   Index control_input_dim() const noexcept {
     if constexpr (detail::has_input_dim<Control>::value)
       return control_.input_dim();
@@ -289,9 +305,13 @@ class BoundedAttention {
                                  "the control's input_dim(); pass x to give it another input"))
         return p;
     }
+    if constexpr (detail::has_key_dim<Control>::value)
+      if (auto p = shape_problem(kn, k.rows(), k.cols(), k.rows(), control_.key_dim(),
+                                 "keys and queries must have the width of the control's key_dim()"))
+        return p;
     if (state) {
       if (auto p = shape_problem("state.keys()", state->num_slots(), state->key_dim(),
-                                 control_.num_slots(), d,
+                                 control_.num_slots(), linear ? 0 : d,
                                  "the state must come from make_state(d, dv) of this attention"))
         return p;
       if (auto p = shape_problem("state.values()", state->num_slots(), state->value_dim(),
@@ -365,7 +385,20 @@ class BoundedAttention {
     require(Mode::non_causal, nullptr, q, k, v, x, q.rows(), v.cols(), out.rows(), out.cols());
     state_type s = make_state(k.cols(), v.cols());
     const MatrixRef<T>& input = x ? *x : k;
-    if constexpr (detail::has_noncausal_form<Control>::value) {
+    if constexpr (linear) {
+      const Index chunk = std::min(options_.chunk, std::max<Index>(k.rows(), 1));
+      detail::ChunkWorkspace<T> ws(chunk, control_.num_slots());
+      auto z = s.norm_.row(1).transpose();
+      for (Index t0 = 0; t0 < k.rows(); t0 += chunk) {
+        const Index c = std::min(chunk, k.rows() - t0);
+        control_.key_schedule(t0, k.middleRows(t0, c), input.middleRows(t0, c), ws.decay.topRows(c),
+                              ws.write.topRows(c));
+        detail::advance_chunk_linear<T>(s.values_, z, ws, c, has_decay, v.middleRows(t0, c));
+      }
+      Matrix<T> phi(q.rows(), control_.num_slots());
+      control_.query_features(q, phi);
+      detail::read_all_linear<T>(s.values_, z, phi, floor(), out);
+    } else if constexpr (detail::has_noncausal_form<Control>::value) {
       const Control ctl = control_.noncausal_form(input);
       build(ctl, s, input, k, v);
       detail::read_all<T>(s.keys_, s.values_, s.written_, masked(), range_of(ctl, 0), scale(q.cols()), q, out);
@@ -413,7 +446,21 @@ class BoundedAttention {
     const MatrixRef<T>& input = x ? *x : k;
     const T sc = scale(q.cols());
     const Index n_keys = k.rows(), start = s.position_;
-    if (use_chunked()) {
+    if constexpr (linear) {
+      const Index chunk = std::min(options_.chunk, std::max<Index>(n_keys, 1));
+      detail::ChunkWorkspace<T> ws(chunk, control_.num_slots());
+      Matrix<T> phi(chunk, control_.num_slots());
+      auto z = s.norm_.row(1).transpose();
+      for (Index t0 = 0; t0 < n_keys; t0 += chunk) {
+        const Index c = std::min(chunk, n_keys - t0);
+        control_.key_schedule(start + t0, k.middleRows(t0, c), input.middleRows(t0, c),
+                              ws.decay.topRows(c), ws.write.topRows(c));
+        control_.query_features(q.middleRows(t0, c), phi.topRows(c));
+        detail::causal_chunk_linear<T>(s.values_, z, ws, c, has_decay, phi.topRows(c),
+                                       v.middleRows(t0, c), floor(), out.middleRows(t0, c));
+      }
+      (void)sc;
+    } else if (use_chunked()) {
       const Index chunk = std::min(options_.chunk, std::max<Index>(n_keys, 1));
       detail::ChunkWorkspace<T> ws(chunk, control_.num_slots());
       for (Index t0 = 0; t0 < n_keys; t0 += chunk) {
@@ -452,7 +499,14 @@ class BoundedAttention {
     T* scores = s.scratch_.row(0).data();
     const T* a = s.scratch_.row(1).data();
     const T* w = s.scratch_.row(2).data();
-    if constexpr (sparse) {
+    if constexpr (linear) {
+      control_.key_schedule(t, rows(k), rows(input), s.scratch_.row(1), s.scratch_.row(2));
+      control_.query_features(rows(q), s.scratch_.row(0));
+      detail::step_linear(s.values_, s.norm_.row(1).data(), scores, a, w, v.data(), floor(), out.data(), dv);
+      (void)sc;
+      (void)d;
+      return;
+    } else if constexpr (sparse) {
       SparseWrite<T, Control::max_writes> sw;
       control_.schedule(t, input, s.norm_, sw);
       detail::apply_sparse<T, Control::max_writes>(view(s), sw, k, v);

@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "readout.hpp"
 #include "schedule.hpp"
 #include "types.hpp"
 
@@ -24,6 +25,14 @@
 //   Index input_dim() const;      // width of the control input x; 0: the control reads no input
 //   Index max_tokens() const;     // capacity (Linformer N_max, compressive n·c); absent: unbounded
 //   static constexpr bool has_decay;  // false: a_t ≡ 1, the kernels skip every decay product
+//   Index key_dim() const;            // the key (and query) width the control requires, if any
+//
+//   // A linear readout (random features, see abc/readout.hpp) replaces the schedule and the softmax:
+//   static constexpr Readout readout = Readout::linear;
+//   void key_schedule(Index t0, MatrixRef<T> k, MatrixRef<T> x, MatrixOut<T> decay,
+//                     MatrixOut<T> write) const;           // w_t = φ(k_t), a_t from x (a gate)
+//   void query_features(MatrixRef<T> q, MatrixOut<T> phi) const;  // φ(q), [rows × n]
+//   T denominator_floor() const;      // optional: 0 (off) by default
 //   Control noncausal_form(MatrixRef<T> x) const;  // the control non-causal calls use, when it
 //                                     // differs; sees the whole control input (k-means on keys)
 //   std::pair<Index, Index> read_range(Index t) const;  // slots [first, second) query t reads
@@ -134,6 +143,47 @@ template <class C>
 struct decay_all_flag<C, std::void_t<decltype(bool{C::has_decay_all})>>
     : std::integral_constant<bool, C::has_decay_all> {};
 
+template <class C, class = void>
+struct readout_of : std::integral_constant<Readout, Readout::softmax> {};
+template <class C>
+struct readout_of<C, std::void_t<decltype(C::readout)>> : std::integral_constant<Readout, C::readout> {};
+
+// Linear readout (random features): writes from the keys (and the control input, for a gate), and
+// the feature map of the queries.
+template <class C, class = void>
+struct has_key_schedule : std::false_type {};
+template <class C>
+struct has_key_schedule<
+    C, std::void_t<decltype(std::declval<const C&>().key_schedule(
+           Index{}, std::declval<MatrixRef<typename C::scalar_type>>(),
+           std::declval<MatrixRef<typename C::scalar_type>>(),
+           std::declval<MatrixOut<typename C::scalar_type>>(),
+           std::declval<MatrixOut<typename C::scalar_type>>()))>> : std::true_type {};
+
+template <class C, class = void>
+struct has_query_features : std::false_type {};
+template <class C>
+struct has_query_features<
+    C, std::void_t<decltype(std::declval<const C&>().query_features(
+           std::declval<MatrixRef<typename C::scalar_type>>(),
+           std::declval<MatrixOut<typename C::scalar_type>>()))>> : std::true_type {};
+
+template <class C, class = void>
+struct has_key_dim : std::false_type {};
+template <class C>
+struct has_key_dim<C, std::void_t<decltype(Index{std::declval<const C&>().key_dim()})>> : std::true_type {};
+
+template <class C, class = void>
+struct has_denominator_floor : std::false_type {};
+template <class C>
+struct has_denominator_floor<C, std::void_t<decltype(std::declval<const C&>().denominator_floor())>>
+    : std::true_type {};
+
+template <class C>
+struct has_linear_readout
+    : std::integral_constant<bool, readout_of<C>::value == Readout::linear && has_key_schedule<C>::value &&
+                                       has_query_features<C>::value> {};
+
 template <class T>
 struct is_supported_scalar : std::integral_constant<bool, std::is_same<T, float>::value ||
                                                               std::is_same<T, double>::value> {};
@@ -146,7 +196,8 @@ struct is_control_policy
     : std::integral_constant<bool, detail::has_scalar_type<C>::value &&
                                        detail::has_num_slots<C>::value &&
                                        (detail::has_sparse_schedule<C>::value ||
-                                        detail::has_dense_schedule<C>::value)> {};
+                                        detail::has_dense_schedule<C>::value ||
+                                        detail::has_linear_readout<C>::value)> {};
 
 template <class C>
 inline constexpr bool is_control_policy_v = is_control_policy<C>::value;

@@ -66,12 +66,17 @@ inline Problem at_least(Status s, const char* arg, Index value, Index least, con
   return value_problem(s, arg, value, "at least ", least, rule);
 }
 
-// A real-valued setting that must be finite and positive (0 allowed when it means "default").
-inline void require_scale(const char* where, const char* arg, double value) {
-  if (std::isfinite(value) && value >= 0) return;
-  const std::string m = std::string(where) + ": " + arg + " is " + std::to_string(value) +
-                        ", expected a finite value > 0, or 0 for 1/sqrt(d)";
+// A real-valued setting outside its range: "<where>: <arg> is <value>, expected <expected>".
+inline void require_real(bool ok, const char* where, const char* arg, double value, const char* expected) {
+  if (ok) return;
+  const std::string m = std::string(where) + ": " + arg + " is " + std::to_string(value) + ", expected " + expected;
   ABC_THROW(config_error(m));
+}
+
+// A scale that must be finite and positive (0 allowed: it means 1/sqrt(d)).
+inline void require_scale(const char* where, const char* arg, double value) {
+  require_real(std::isfinite(value) && value >= 0, where, arg, value,
+               "a finite value > 0, or 0 for 1/sqrt(d)");
 }
 
 template <class Derived>

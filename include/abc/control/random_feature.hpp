@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. control::RandomFeature, random feature attention (RFA).
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../detail/check.hpp"
+#include "../detail/control_check.hpp"
+#include "../feature/random_fourier.hpp"
+#include "../readout.hpp"
+#include "../types.hpp"
+
+namespace abc {
+namespace control {
+
+/**
+ * \brief RFA (dissertation ch. 4): the recurrence with writes w_t = φ(k_t) and the linear readout
+ * out(q) = φ(q)ᵀ S / (φ(q)·z), S = Σ_t φ(k_t) ⊗ v_t, z = Σ_t φ(k_t) (Eq. 4.5–4.7).
+ *
+ * The memory has n = φ's size slots (2D for sin/cos). Optionally gated for recency (Eq. 4.8):
+ * S_t = g_t S_{t−1} + (1 − g_t) φ(k_t) ⊗ v_t and the same for z, with g_t = sigmoid(w_g·x_t + b_g)
+ * from the control input (the layer input; the keys unless the caller passes x), or gates given per
+ * position. The denominator φ(q)·z can be ≤ 0 with sin/cos features at finite D: `floor` ε > 0
+ * replaces it by max(den, ε) (not exact any more); with the default 0 the formula is exact and an
+ * exactly zero denominator reads as 0.
+ *
+ * \tparam Scalar float or double.
+ * \tparam FeatureMap feature::RandomFourier (default) or feature::ArcCosine.
+ */
+template <class Scalar = float, class FeatureMap = feature::RandomFourier<Scalar>>
+class RandomFeature {
+ public:
+  using scalar_type = Scalar;
+  using feature_map = FeatureMap;
+  static constexpr Readout readout = Readout::linear;
+
+  /// Ungated RFA. \throws config_error for a negative or non-finite floor.
+  explicit RandomFeature(FeatureMap phi, Scalar floor = Scalar(0)) : phi_(std::move(phi)), floor_(floor) {
+    detail::require_real(std::isfinite(floor_) && floor_ >= Scalar(0), "abc::control::RandomFeature", "floor",
+                         double(floor_), "a finite value ≥ 0 (0 turns the denominator floor off)");
+  }
+
+  /// Gated RFA with a learned gate g_t = sigmoid(w_g·x_t + b_g), w_g [d_x].
+  RandomFeature(FeatureMap phi, Vector<Scalar> gate_weights, Scalar gate_bias, Scalar floor = Scalar(0))
+      : RandomFeature(std::move(phi), floor) {
+    if (auto p = detail::finite_problem("gate_weights", gate_weights)) detail::raise("abc::control::RandomFeature", p);
+    detail::require_at_least("abc::control::RandomFeature", "gate_weights.size()", gate_weights.size(), 1,
+                             "the gate reads at least one input column");
+    detail::require_real(std::isfinite(gate_bias), "abc::control::RandomFeature", "gate_bias", double(gate_bias),
+                         "a finite value");
+    gate_w_ = std::move(gate_weights);
+    gate_b_ = gate_bias;
+  }
+
+  /// Gated RFA with given gates, g_t = gates[t] ∈ [0, 1] for absolute positions t < gates.size().
+  RandomFeature(FeatureMap phi, std::vector<Scalar> gates, Scalar floor = Scalar(0))
+      : RandomFeature(std::move(phi), floor) {
+    for (std::size_t i = 0; i < gates.size(); ++i)
+      detail::require_real(gates[i] >= Scalar(0) && gates[i] <= Scalar(1), "abc::control::RandomFeature",
+                           ("gates[" + std::to_string(i) + "]").c_str(), double(gates[i]), "a gate in [0, 1]");
+    gates_ = std::move(gates);
+    given_gates_ = true;
+  }
+
+  Index num_slots() const noexcept { return phi_.size(); }
+  Index key_dim() const noexcept { return phi_.input_dim(); }
+  /// The gate's input width (0 without a learned gate: no control input is read).
+  Index input_dim() const noexcept { return gate_w_.size(); }
+  Index max_tokens() const noexcept {
+    return given_gates_ ? Index(gates_.size()) : std::numeric_limits<Index>::max();
+  }
+  Scalar denominator_floor() const noexcept { return floor_; }
+  const FeatureMap& features() const noexcept { return phi_; }
+  bool gated() const noexcept { return given_gates_ || gate_w_.size() > 0; }
+
+  /// w_t = (1 − g_t) φ(k_t), a_t = g_t (g ≡ 0 without a gate).
+  void key_schedule(Index t0, MatrixRef<Scalar> k, MatrixRef<Scalar> x, MatrixOut<Scalar> decay,
+                    MatrixOut<Scalar> write) const {
+    phi_.map(k, write);
+    if (!gated()) {
+      decay.setOnes();
+      return;
+    }
+    for (Index t = 0; t < k.rows(); ++t) {
+      const Scalar g = given_gates_ ? gates_[std::size_t(t0 + t)] : sigmoid(gate_w_.dot(x.row(t).transpose()) + gate_b_);
+      decay.row(t).setConstant(g);
+      write.row(t) *= Scalar(1) - g;
+    }
+  }
+
+  void query_features(MatrixRef<Scalar> q, MatrixOut<Scalar> phi) const { phi_.map(q, phi); }
+
+ private:
+  static Scalar sigmoid(Scalar s) noexcept {
+    // Both branches evaluate exp of a non-positive number.
+    return s >= Scalar(0) ? Scalar(1) / (Scalar(1) + std::exp(-s)) : std::exp(s) / (Scalar(1) + std::exp(s));
+  }
+
+  FeatureMap phi_;
+  Scalar floor_;
+  Vector<Scalar> gate_w_;
+  Scalar gate_b_ = Scalar(0);
+  std::vector<Scalar> gates_;
+  bool given_gates_ = false;
+};
+
+}  // namespace control
+}  // namespace abc
