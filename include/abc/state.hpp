@@ -13,6 +13,10 @@
 
 namespace abc {
 
+namespace detail {
+struct StateAccess;  // serialisation (abc/state_io.hpp) reads and rebuilds the members
+}  // namespace detail
+
 /**
  * \brief The bounded memory of one sequence: K̃ [n × d], Ṽ [n × dv], a per-slot normaliser,
  * the slots written so far, and the number of tokens consumed.
@@ -93,6 +97,7 @@ class State {
  private:
   template <class Control>
   friend class BoundedAttention;
+  friend struct detail::StateAccess;
 
   Matrix<T> keys_;
   Matrix<T> values_;

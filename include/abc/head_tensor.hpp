@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. abc::HeadTensor, a [batch, seq, heads, dim] view over strided memory.
+#pragma once
+
+#include <type_traits>
+#include <vector>
+
+#include "detail/check.hpp"
+#include "types.hpp"
+
+namespace abc {
+
+/**
+ * \brief A view of per-head token rows: element (b, s, h, j) of sequence b, token s, head h,
+ * feature j lives at `data[start(b) + s·seq_stride + h·head_stride + j]` (features contiguous).
+ *
+ * It covers the layouts transformers use without copies: `bshd` ([batch, seq, heads, dim]),
+ * `bhsd` ([batch, heads, seq, dim]), and `packed` ([total, heads, dim] with sequences at given row
+ * offsets, the variable-length layout with no padding). Each sequence has its own length, so a
+ * padded batch can also carry the true lengths and skip the padding. `head(b, h)` is an Eigen map
+ * of one sequence and head, [length(b) × dim] with the seq stride as outer stride.
+ *
+ * \tparam T float or double (const T for inputs).
+ */
+template <class T>
+class HeadTensor {
+ public:
+  using scalar_type = std::remove_const_t<T>;
+  using map_type = Eigen::Map<std::conditional_t<std::is_const<T>::value, const Matrix<scalar_type>, Matrix<scalar_type>>,
+                              0, Eigen::OuterStride<>>;
+
+  /// [batch, seq, heads, dim], contiguous; `lengths` (optional) gives each sequence's true length.
+  static HeadTensor bshd(T* data, Index batch, Index seq, Index heads, Index dim, std::vector<Index> lengths = {}) {
+    return HeadTensor(data, heads, dim, heads * dim, dim, starts(batch, seq * heads * dim),
+                      fill_lengths(batch, seq, std::move(lengths)));
+  }
+  /// [batch, heads, seq, dim], contiguous.
+  static HeadTensor bhsd(T* data, Index batch, Index heads, Index seq, Index dim, std::vector<Index> lengths = {}) {
+    return HeadTensor(data, heads, dim, dim, seq * dim, starts(batch, heads * seq * dim),
+                      fill_lengths(batch, seq, std::move(lengths)));
+  }
+  /// [total, heads, dim] with sequence b at rows offsets[b] .. offsets[b + 1] − 1 (offsets has
+  /// batch + 1 entries, non-decreasing, from 0).
+  static HeadTensor packed(T* data, const std::vector<Index>& offsets, Index heads, Index dim) {
+    if (offsets.empty() || offsets.front() != 0)
+      detail::raise("abc::HeadTensor::packed", detail::value_problem(Status::shape_mismatch, "offsets.front()",
+                                                                       offsets.empty() ? -1 : offsets.front(), "", 0,
+                                                                       "offsets start at 0 and have batch + 1 entries"));
+    std::vector<Index> st, len;
+    for (std::size_t b = 0; b + 1 < offsets.size(); ++b) {
+      if (offsets[b + 1] < offsets[b])
+        detail::raise("abc::HeadTensor::packed",
+                      detail::value_problem(Status::shape_mismatch, "offsets[b + 1] − offsets[b]", offsets[b + 1] - offsets[b],
+                                            "at least ", 0, "offsets are non-decreasing"));
+      st.push_back(offsets[b] * heads * dim);
+      len.push_back(offsets[b + 1] - offsets[b]);
+    }
+    return HeadTensor(data, heads, dim, heads * dim, dim, std::move(st), std::move(len));
+  }
+
+  Index batch() const noexcept { return Index(lengths_.size()); }
+  Index heads() const noexcept { return heads_; }
+  Index dim() const noexcept { return dim_; }
+  Index length(Index b) const noexcept { return lengths_[std::size_t(b)]; }
+  Index seq_stride() const noexcept { return seq_stride_; }
+
+  /// Sequence b, head h: [length(b) × dim], no copy.
+  map_type head(Index b, Index h) const noexcept { return rows(b, h, 0, length(b)); }
+  /// Tokens [s0, s0 + count) of sequence b, head h.
+  map_type rows(Index b, Index h, Index s0, Index count) const noexcept {
+    return map_type(data_ + starts_[std::size_t(b)] + s0 * seq_stride_ + h * head_stride_, count, dim_,
+                    Eigen::OuterStride<>(seq_stride_));
+  }
+
+ private:
+  HeadTensor(T* data, Index heads, Index dim, Index seq_stride, Index head_stride, std::vector<Index> starts,
+             std::vector<Index> lengths)
+      : data_(data), heads_(heads), dim_(dim), seq_stride_(seq_stride), head_stride_(head_stride),
+        starts_(std::move(starts)), lengths_(std::move(lengths)) {}
+
+  static std::vector<Index> starts(Index batch, Index batch_stride) {
+    std::vector<Index> s;
+    for (Index b = 0; b < batch; ++b) s.push_back(b * batch_stride);
+    return s;
+  }
+  static std::vector<Index> fill_lengths(Index batch, Index seq, std::vector<Index> lengths) {
+    if (lengths.empty()) return std::vector<Index>(std::size_t(batch), seq);
+    if (Index(lengths.size()) != batch)
+      detail::raise("abc::HeadTensor", detail::value_problem(Status::shape_mismatch, "lengths.size()", Index(lengths.size()),
+                                                             "", batch, "one length per sequence"));
+    for (Index l : lengths)
+      if (l < 0 || l > seq)
+        detail::raise("abc::HeadTensor", detail::value_problem(Status::shape_mismatch, "a sequence length", l, "at most ",
+                                                               seq, "lengths are within the padded length"));
+    return lengths;
+  }
+
+  T* data_;
+  Index heads_, dim_, seq_stride_, head_stride_;
+  std::vector<Index> starts_, lengths_;
+};
+
+}  // namespace abc

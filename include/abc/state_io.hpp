@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. save_state / load_state: a State as a versioned binary blob.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <vector>
+
+#include "bounded_attention.hpp"
+#include "detail/check.hpp"
+#include "state.hpp"
+
+namespace abc {
+namespace detail {
+
+struct StateAccess {
+  template <class T>
+  static Matrix<T>& keys(State<T>& s) noexcept { return s.keys_; }
+  template <class T>
+  static Matrix<T>& values(State<T>& s) noexcept { return s.values_; }
+  template <class T>
+  static Matrix<T>& norm(State<T>& s) noexcept { return s.norm_; }
+  template <class T>
+  static std::vector<std::uint8_t>& written(State<T>& s) noexcept { return s.written_; }
+  template <class T>
+  static Index& position(State<T>& s) noexcept { return s.position_; }
+  template <class T>
+  static Matrix<T>& scratch(State<T>& s) noexcept { return s.scratch_; }
+};
+
+// The control's type as the compiler spells it, spaces removed: "abc::control::SlidingWindow<float>".
+// GCC and Clang agree on these spellings for the library's controls.
+template <class C>
+std::string control_kind() {
+#if defined(__clang__) || defined(__GNUC__)
+  std::string f = __PRETTY_FUNCTION__;
+  const auto at = f.find("C = ");
+  std::string name = at == std::string::npos ? f : f.substr(at + 4);
+  name = name.substr(0, name.find_first_of(";]"));
+#else
+  std::string name = typeid(C).name();  // needs <typeinfo>; other compilers: their own spelling
+#endif
+  std::string out;
+  for (char c : name)
+    if (c != ' ') out += c;
+  return out;
+}
+
+// Little-endian byte writer / bounds-checked reader. Integers and IEEE scalars go through their
+// bit patterns, so the format does not depend on the host's byte order.
+struct Writer {
+  std::vector<std::uint8_t> bytes;
+  void u64(std::uint64_t x) {
+    for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<std::uint8_t>(x >> (8 * i)));
+  }
+  void u32(std::uint32_t x) {
+    for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<std::uint8_t>(x >> (8 * i)));
+  }
+  template <class T>
+  void scalar(T x) {
+    if constexpr (sizeof(T) == 8) {
+      std::uint64_t b;
+      std::memcpy(&b, &x, 8);
+      u64(b);
+    } else {
+      std::uint32_t b;
+      std::memcpy(&b, &x, 4);
+      u32(b);
+    }
+  }
+};
+
+struct Reader {
+  const std::uint8_t* data;
+  std::size_t size, at = 0;
+  bool ok = true;
+  bool need(std::size_t n) {
+    if (size - at < n) ok = false;
+    return ok;
+  }
+  std::uint64_t u64() {
+    if (!need(8)) return 0;
+    std::uint64_t x = 0;
+    for (int i = 0; i < 8; ++i) x |= std::uint64_t(data[at + std::size_t(i)]) << (8 * i);
+    at += 8;
+    return x;
+  }
+  std::uint32_t u32() {
+    if (!need(4)) return 0;
+    std::uint32_t x = 0;
+    for (int i = 0; i < 4; ++i) x |= std::uint32_t(data[at + std::size_t(i)]) << (8 * i);
+    at += 4;
+    return x;
+  }
+  template <class T>
+  T scalar() {
+    T x{};
+    if constexpr (sizeof(T) == 8) {
+      const std::uint64_t b = u64();
+      std::memcpy(&x, &b, 8);
+    } else {
+      const std::uint32_t b = u32();
+      std::memcpy(&x, &b, 4);
+    }
+    return x;
+  }
+};
+
+// FNV-1a, 64 bit: detects truncation and corruption (not an adversary: no cryptographic claim).
+inline std::uint64_t fnv1a(const std::uint8_t* p, std::size_t n) noexcept {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+inline constexpr char state_magic[8] = {'A', 'B', 'C', 'S', 'T', 'A', 'T', 'E'};
+inline constexpr std::uint32_t state_version = 1;
+
+[[noreturn]] inline void blob_error(const std::string& what) {
+  ABC_THROW(config_error("abc::load_state: " + what));
+}
+
+}  // namespace detail
+
+/**
+ * \brief Serialises `state` of `attn` to a versioned, little-endian binary blob.
+ *
+ * Layout (all integers little-endian): magic "ABCSTATE"; u32 version (1); u32 scalar size (4 or
+ * 8); u32 length and bytes of the control kind (its type, e.g. "abc::control::Mlp<float>"); u64 n,
+ * d, dv, position; K̃ [n × d], Ṽ [n × dv] and the normaliser [2 × n] as IEEE bit patterns, row
+ * by row; n bytes of written flags; u64 FNV-1a checksum of everything before it.
+ */
+template <class Control>
+std::vector<std::uint8_t> save_state(const BoundedAttention<Control>& attn,
+                                     const State<typename Control::scalar_type>& state) {
+  using T = typename Control::scalar_type;
+  auto& s = const_cast<State<T>&>(state);  // read only; StateAccess hands out references
+  (void)attn;
+  detail::Writer w;
+  w.bytes.insert(w.bytes.end(), detail::state_magic, detail::state_magic + 8);
+  w.u32(detail::state_version);
+  w.u32(std::uint32_t(sizeof(T)));
+  const std::string kind = detail::control_kind<Control>();
+  w.u32(std::uint32_t(kind.size()));
+  w.bytes.insert(w.bytes.end(), kind.begin(), kind.end());
+  w.u64(std::uint64_t(state.num_slots()));
+  w.u64(std::uint64_t(state.key_dim()));
+  w.u64(std::uint64_t(state.value_dim()));
+  w.u64(std::uint64_t(state.position()));
+  for (const Matrix<T>* m : {&detail::StateAccess::keys(s), &detail::StateAccess::values(s),
+                             &detail::StateAccess::norm(s)})
+    for (Index i = 0; i < m->size(); ++i) w.scalar(m->data()[i]);
+  const auto& written = detail::StateAccess::written(s);
+  w.bytes.insert(w.bytes.end(), written.begin(), written.end());
+  w.u64(detail::fnv1a(w.bytes.data(), w.bytes.size()));
+  return std::move(w.bytes);
+}
+
+/**
+ * \brief Restores a blob written by save_state into `dst`, for use with `attn`.
+ *
+ * Everything is checked before `dst` is touched: magic, version, scalar type, control kind, slot
+ * count (the attention's), key and value widths (`dst`'s, unless `dst` is default-constructed),
+ * the exact length and the checksum; any mismatch throws config_error naming it, and `dst` is left
+ * as it was.
+ */
+template <class Control>
+void load_state(const BoundedAttention<Control>& attn, const std::uint8_t* data, std::size_t size,
+                State<typename Control::scalar_type>& dst) {
+  using T = typename Control::scalar_type;
+  using detail::blob_error;
+  detail::Reader r{data, size};
+  if (size < 8 + 8 || std::memcmp(data, detail::state_magic, 8) != 0)
+    blob_error("not a state blob (magic \"ABCSTATE\" missing, " + std::to_string(size) + " bytes)");
+  // The checksum covers everything before it: check it first, so corruption is reported as such.
+  const std::uint64_t stored = [&] {
+    detail::Reader tail{data + size - 8, 8};
+    return tail.u64();
+  }();
+  if (detail::fnv1a(data, size - 8) != stored) blob_error("checksum mismatch: the blob is truncated or corrupt");
+  r.at = 8;
+  const std::uint32_t version = r.u32();
+  if (version != detail::state_version)
+    blob_error("version is " + std::to_string(version) + ", expected " + std::to_string(detail::state_version));
+  const std::uint32_t scalar = r.u32();
+  if (scalar != sizeof(T))
+    blob_error("scalar size is " + std::to_string(scalar) + " bytes, expected " + std::to_string(sizeof(T)));
+  const std::uint32_t kind_len = r.u32();
+  if (!r.need(kind_len)) blob_error("truncated control kind");
+  const std::string kind(reinterpret_cast<const char*>(data + r.at), kind_len);
+  r.at += kind_len;
+  const std::string want = detail::control_kind<Control>();
+  if (kind != want) blob_error("control kind is " + kind + ", expected " + want);
+  const std::uint64_t n = r.u64(), d = r.u64(), dv = r.u64(), pos = r.u64();
+  if (!r.ok) blob_error("truncated header");
+  if (n != std::uint64_t(attn.num_slots()))
+    blob_error("n is " + std::to_string(n) + ", expected " + std::to_string(attn.num_slots()) +
+               " (the attention's num_slots())");
+  if (dst.num_slots() > 0 && (d != std::uint64_t(dst.key_dim()) || dv != std::uint64_t(dst.value_dim())))
+    blob_error("widths are d = " + std::to_string(d) + ", dv = " + std::to_string(dv) + ", expected d = " +
+               std::to_string(dst.key_dim()) + ", dv = " + std::to_string(dst.value_dim()) + " (the destination's)");
+  const std::uint64_t limit = std::uint64_t(1) << 40;  // refuse absurd shapes before allocating
+  if (d >= limit || dv >= limit || pos >= limit)
+    blob_error("implausible shape or position");
+  const std::uint64_t payload = (n * d + n * dv + 2 * n) * sizeof(T) + n + 8;
+  if (size - r.at != payload)
+    blob_error("length is " + std::to_string(size) + " bytes, expected " + std::to_string(r.at + payload));
+  State<T> s(static_cast<Index>(n), static_cast<Index>(d), static_cast<Index>(dv));
+  for (Matrix<T>* m : {&detail::StateAccess::keys(s), &detail::StateAccess::values(s), &detail::StateAccess::norm(s)})
+    for (Index i = 0; i < m->size(); ++i) m->data()[i] = r.scalar<T>();
+  auto& written = detail::StateAccess::written(s);
+  for (auto& w : written) {
+    w = data[r.at++];
+    if (w > 1) blob_error("a written flag is " + std::to_string(int(w)) + ", expected 0 or 1");
+  }
+  if (!(detail::StateAccess::keys(s).allFinite() && detail::StateAccess::values(s).allFinite()))
+    blob_error("the memory holds a non-finite value");
+  // The normaliser: a running max that is finite or −∞, and a finite sum (a running-mean count,
+  // or RFA's z = Σ φ(k), which sin/cos features can make negative).
+  const Matrix<T>& nm = detail::StateAccess::norm(s);
+  for (Index l = 0; l < nm.cols(); ++l)
+    if (std::isnan(nm(0, l)) || nm(0, l) == std::numeric_limits<T>::infinity() || !std::isfinite(nm(1, l)))
+      blob_error("the normaliser of slot " + std::to_string(l) + " is invalid");
+  detail::StateAccess::position(s) = Index(pos);
+  detail::StateAccess::scratch(s).resize(3, Index(n));
+  dst = std::move(s);
+}
+
+/// As load_state(attn, data, size, dst), from a byte vector.
+template <class Control>
+void load_state(const BoundedAttention<Control>& attn, const std::vector<std::uint8_t>& blob,
+                State<typename Control::scalar_type>& dst) {
+  load_state(attn, blob.data(), blob.size(), dst);
+}
+
+}  // namespace abc

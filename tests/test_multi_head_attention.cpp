@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: MIT
+// abc tests: MultiHeadAttention equals per-head single calls exactly, in both layouts, with
+// grouped-query heads, variable lengths (0 and 1 included) and the decode pool.
+#include <abc/abc.hpp>
+#include <abc/multi_head_attention.hpp>
+
+#include <vector>
+
+#include "support/catch.hpp"
+#include "support/reference.hpp"
+
+namespace {
+
+using abc::Index;
+
+// A [batch, seq, heads, dim] tensor filled from a seed, stored in the requested layout.
+template <class T>
+struct Tensor {
+  Index batch, seq, heads, dim;
+  bool bhsd;
+  std::vector<T> data;
+  Tensor(Index b, Index s, Index h, Index d, bool heads_first, std::uint64_t seed)
+      : batch(b), seq(s), heads(h), dim(d), bhsd(heads_first), data(std::size_t(b * s * h * d)) {
+    const auto r = ref::random<T>(1, b * s * h * d, seed);
+    for (Index i = 0; i < r.size(); ++i) data[std::size_t(i)] = r(0, i);
+  }
+  abc::HeadTensor<const T> view(std::vector<Index> lengths = {}) const {
+    return bhsd ? abc::HeadTensor<const T>::bhsd(data.data(), batch, heads, seq, dim, lengths)
+                : abc::HeadTensor<const T>::bshd(data.data(), batch, seq, heads, dim, lengths);
+  }
+  abc::HeadTensor<T> out_view(std::vector<Index> lengths = {}) {
+    return bhsd ? abc::HeadTensor<T>::bhsd(data.data(), batch, heads, seq, dim, lengths)
+                : abc::HeadTensor<T>::bshd(data.data(), batch, seq, heads, dim, lengths);
+  }
+};
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("multi-head results equal per-head single calls exactly, both layouts and GQA",
+                   "[multi_head]", float, double) {
+  using T = TestType;
+  const Index B = 3, S = 37, H = 4, d = 8, dv = 6;
+  for (bool heads_first : {false, true})
+    for (Index kv : {Index(4), Index(2), Index(1)}) {
+      INFO("bhsd " << heads_first << ", kv_heads " << kv);
+      std::vector<abc::control::Mlp<T>> controls;
+      for (Index h = 0; h < H; ++h) controls.emplace_back(d, 5, std::uint64_t(h));  // per-head W_φ
+      abc::MultiHeadAttention<abc::control::Mlp<T>> mha(controls, kv);
+      Tensor<T> q(B, S, H, d, heads_first, 1), k(B, S, kv, d, heads_first, 2), v(B, S, kv, dv, heads_first, 3);
+      Tensor<T> out(B, S, H, dv, heads_first, 4), out_c(B, S, H, dv, heads_first, 5);
+      mha.forward(q.view(), k.view(), v.view(), out.out_view());
+      mha.forward_causal(q.view(), k.view(), v.view(), out_c.out_view());
+      for (Index b = 0; b < B; ++b)
+        for (Index h = 0; h < H; ++h) {
+          const abc::BoundedAttention<abc::control::Mlp<T>> single{controls[std::size_t(h)]};
+          const Index g = h / (H / kv);
+          const abc::Matrix<T> want = single.forward(q.view().head(b, h), k.view().head(b, g), v.view().head(b, g));
+          const abc::Matrix<T> want_c = single.forward_causal(q.view().head(b, h), k.view().head(b, g), v.view().head(b, g));
+          REQUIRE(abc::Matrix<T>(out.view().head(b, h)) == want);
+          REQUIRE(abc::Matrix<T>(out_c.view().head(b, h)) == want_c);
+        }
+    }
+}
+
+TEMPLATE_TEST_CASE("variable lengths: packed offsets and padded lengths, including 0 and 1", "[multi_head][varlen]",
+                   float, double) {
+  using T = TestType;
+  const Index H = 2, d = 5, dv = 3;
+  abc::MultiHeadAttention<abc::control::SlidingWindow<T>> mha(abc::control::SlidingWindow<T>{4}, H, H);
+  const std::vector<Index> offsets = {0, 7, 7, 8, 20};  // lengths 7, 0, 1, 12
+  const Index total = offsets.back();
+  const auto qd = ref::random<T>(1, total * H * d, 1), kd = ref::random<T>(1, total * H * d, 2);
+  const auto vd = ref::random<T>(1, total * H * dv, 3);
+  std::vector<T> out(std::size_t(total * H * dv), T(-7));
+  const auto q = abc::HeadTensor<const T>::packed(qd.data(), offsets, H, d);
+  const auto k = abc::HeadTensor<const T>::packed(kd.data(), offsets, H, d);
+  const auto v = abc::HeadTensor<const T>::packed(vd.data(), offsets, H, dv);
+  mha.forward_causal(q, k, v, abc::HeadTensor<T>::packed(out.data(), offsets, H, dv));
+  const auto o = abc::HeadTensor<const T>::packed(out.data(), offsets, H, dv);
+  REQUIRE(o.length(1) == 0);
+  REQUIRE(o.length(2) == 1);
+  for (Index b = 0; b < 4; ++b)
+    for (Index h = 0; h < H; ++h)
+      REQUIRE(abc::Matrix<T>(o.head(b, h)) == mha.head(h).forward_causal(q.head(b, h), k.head(b, h), v.head(b, h)));
+  for (T x : out) REQUIRE(x != T(-7));  // every real row written (and no padding exists)
+  // Padded layout with true lengths: the padding rows are neither read nor written.
+  const Index B = 3, S = 6;
+  Tensor<T> qp(B, S, H, d, false, 4), kp(B, S, H, d, false, 5), vp(B, S, H, dv, false, 6), op(B, S, H, dv, false, 7);
+  std::fill(op.data.begin(), op.data.end(), T(-7));
+  const std::vector<Index> lengths = {6, 0, 1};
+  mha.forward(qp.view(lengths), kp.view(lengths), vp.view(lengths), op.out_view(lengths));
+  for (Index b = 0; b < B; ++b)
+    for (Index h = 0; h < H; ++h) {
+      const auto full = op.view().head(b, h);
+      const Index len = lengths[std::size_t(b)];
+      if (len > 0)
+        REQUIRE(abc::Matrix<T>(full.topRows(len)) ==
+                mha.head(h).forward(qp.view(lengths).head(b, h), kp.view(lengths).head(b, h), vp.view(lengths).head(b, h)));
+      for (Index s = len; s < S; ++s)
+        for (Index j = 0; j < dv; ++j) REQUIRE(full(s, j) == T(-7));
+    }
+}
+
+TEMPLATE_TEST_CASE("the decode pool gives the same outputs as independent states", "[multi_head][pool]", float, double) {
+  using T = TestType;
+  const Index H = 2, d = 4, dv = 3, steps = 9;
+  using Attn = abc::MultiHeadAttention<abc::control::Mlp<T>>;
+  Attn mha(abc::control::Mlp<T>(d, 3, 11), H, 1);
+  typename Attn::Pool pool;
+  mha.add(pool, 10, d, dv);
+  mha.add(pool, 20, d, dv);
+  mha.add(pool, 30, d, dv);
+  REQUIRE(pool.size() == 3);
+  REQUIRE_THROWS_AS(mha.add(pool, 20, d, dv), abc::config_error);
+  // Independent single-head states, one per (sequence, head).
+  std::vector<std::vector<abc::State<T>>> solo(3);
+  for (auto& s : solo)
+    for (Index h = 0; h < H; ++h) s.push_back(mha.head(h).make_state(d, dv));
+  // Prefill sequences 10 and 30 with different lengths, then step all three together.
+  const std::vector<std::uint64_t> prefill_ids = {10, 30};
+  const std::vector<Index> offsets = {0, 5, 7};
+  const auto pq = ref::random<T>(1, 7 * H * d, 1), pk = ref::random<T>(1, 7 * 1 * d, 2), pv = ref::random<T>(1, 7 * 1 * dv, 3);
+  std::vector<T> po(std::size_t(7 * H * dv));
+  mha.forward_causal(pool, prefill_ids, abc::HeadTensor<const T>::packed(pq.data(), offsets, H, d),
+                     abc::HeadTensor<const T>::packed(pk.data(), offsets, 1, d),
+                     abc::HeadTensor<const T>::packed(pv.data(), offsets, 1, dv),
+                     abc::HeadTensor<T>::packed(po.data(), offsets, H, dv));
+  const std::vector<std::size_t> slot_of = {0, 2};
+  for (std::size_t i = 0; i < 2; ++i)
+    for (Index h = 0; h < H; ++h) {
+      const auto qh = abc::HeadTensor<const T>::packed(pq.data(), offsets, H, d).head(Index(i), h);
+      const auto kh = abc::HeadTensor<const T>::packed(pk.data(), offsets, 1, d).head(Index(i), 0);
+      const auto vh = abc::HeadTensor<const T>::packed(pv.data(), offsets, 1, dv).head(Index(i), 0);
+      const abc::Matrix<T> want = mha.head(h).forward_causal(solo[slot_of[i]][std::size_t(h)], qh, kh, vh);
+      REQUIRE(abc::Matrix<T>(abc::HeadTensor<const T>::packed(po.data(), offsets, H, dv).head(Index(i), h)) == want);
+    }
+  const std::vector<std::uint64_t> all = {10, 20, 30};
+  for (Index t = 0; t < steps; ++t) {
+    Tensor<T> q(3, 1, H, d, false, 100 + std::uint64_t(t)), k(3, 1, 1, d, false, 200 + std::uint64_t(t));
+    Tensor<T> v(3, 1, 1, dv, false, 300 + std::uint64_t(t)), out(3, 1, H, dv, false, 0);
+    mha.forward_causal(pool, all, q.view(), k.view(), v.view(), out.out_view());
+    for (Index b = 0; b < 3; ++b)
+      for (Index h = 0; h < H; ++h) {
+        const abc::Vector<T> want = mha.head(h).step(solo[std::size_t(b)][std::size_t(h)], q.view().head(b, h).row(0).transpose(),
+                                                     k.view().head(b, 0).row(0).transpose(), v.view().head(b, 0).row(0).transpose());
+        REQUIRE(abc::Matrix<T>(out.view().head(b, h).row(0).transpose()) == abc::Matrix<T>(want));
+      }
+  }
+  for (std::size_t b = 0; b < 3; ++b)
+    for (Index h = 0; h < H; ++h) REQUIRE(pool.states(all[b])[std::size_t(h)] == solo[b][std::size_t(h)]);
+  // A failed batched call (one sequence's keys too narrow) changes no sequence.
+  const auto before = pool.states(10);
+  Tensor<T> q(2, 1, H, d, false, 1), kbad(2, 1, 1, d - 1, false, 2), v(2, 1, 1, dv, false, 3), out(2, 1, H, dv, false, 0);
+  REQUIRE_THROWS_AS(mha.forward_causal(pool, {10, 20}, q.view(), kbad.view(), v.view(), out.out_view()), abc::shape_error);
+  REQUIRE(pool.states(10) == before);
+  REQUIRE_THROWS_AS(mha.forward_causal(pool, {10, 99}, q.view(), kbad.view(), v.view(), out.out_view()), abc::config_error);
+  pool.reset(20);
+  REQUIRE(pool.states(20)[0].position() == 0);
+  pool.drop(20);
+  REQUIRE_FALSE(pool.contains(20));
+  REQUIRE(pool.size() == 2);
+  REQUIRE_THROWS_AS(abc::MultiHeadAttention<abc::control::SlidingWindow<T>>(abc::control::SlidingWindow<T>{2}, 4, 3),
+                    abc::config_error);
+}
