@@ -9,6 +9,7 @@
 
 #include "bounded_attention.hpp"
 #include "detail/check.hpp"
+#include "detail/control_check.hpp"
 #include "head_tensor.hpp"
 
 namespace abc {
