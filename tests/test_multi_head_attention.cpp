@@ -162,3 +162,30 @@ TEMPLATE_TEST_CASE("the decode pool gives the same outputs as independent states
   REQUIRE_THROWS_AS(abc::MultiHeadAttention<abc::control::SlidingWindow<T>>(abc::control::SlidingWindow<T>{2}, 4, 3),
                     abc::config_error);
 }
+
+TEMPLATE_TEST_CASE("strided views: q, k, v sliced out of a fused QKV buffer", "[multi_head][strided]", float, double) {
+  using T = TestType;
+  const Index B = 2, S = 9, H = 2, d = 4;
+  // [batch, seq, 3, heads, dim]: q, k, v interleaved per token.
+  const auto fused = ref::random<T>(1, B * S * 3 * H * d, 7);
+  const Index seq_stride = 3 * H * d, batch_stride = S * seq_stride;
+  auto view = [&](Index which) {
+    return abc::HeadTensor<const T>::strided(fused.data() + which * H * d, B, S, H, d, batch_stride, seq_stride, d);
+  };
+  abc::MultiHeadAttention<abc::control::SlidingWindow<T>> mha(abc::control::SlidingWindow<T>{3}, H, H);
+  Tensor<T> out(B, S, H, d, false, 0);
+  mha.forward_causal(view(0), view(1), view(2), out.out_view());
+  for (Index b = 0; b < B; ++b)
+    for (Index h = 0; h < H; ++h) {
+      // The same rows copied out by hand: token s of head h starts at b·batch_stride + s·seq_stride.
+      abc::Matrix<T> q(S, d), k(S, d), v(S, d);
+      for (Index s = 0; s < S; ++s)
+        for (Index j = 0; j < d; ++j) {
+          const Index at = b * batch_stride + s * seq_stride + h * d + j;
+          q(s, j) = fused(0, at);
+          k(s, j) = fused(0, at + H * d);
+          v(s, j) = fused(0, at + 2 * H * d);
+        }
+      REQUIRE(abc::Matrix<T>(out.view().head(b, h)) == mha.head(h).forward_causal(q, k, v));
+    }
+}

@@ -8,6 +8,8 @@
 #include "error.hpp"
 #include "head_tensor.hpp"
 #include "multi_head_attention.hpp"
+#include "global_memory_attention.hpp"
+#include "local_pattern.hpp"
 #include "options.hpp"
 #include "readout.hpp"
 #include "schedule.hpp"
@@ -28,7 +30,11 @@
 #include "control/random_feature.hpp"
 #include "control/random_slot.hpp"
 #include "control/sliding_window.hpp"
+#include "control/top_k_eviction.hpp"
 
 #include "feature/arc_cosine.hpp"
 #include "feature/projection.hpp"
 #include "feature/random_fourier.hpp"
+
+#include "select/key_score.hpp"
+#include "select/trams_attention.hpp"

@@ -39,6 +39,15 @@ class HeadTensor {
     return HeadTensor(data, heads, dim, dim, seq * dim, starts(batch, heads * seq * dim),
                       fill_lengths(batch, seq, std::move(lengths)));
   }
+  /// Any strides (in elements; features contiguous): element (b, s, h, j) at
+  /// data[b·batch_stride + s·seq_stride + h·head_stride + j]. For example q, k and v sliced out of
+  /// a fused [batch, seq, 3, heads, dim] QKV buffer: data + {0, 1, 2}·heads·dim, seq_stride
+  /// 3·heads·dim, head_stride dim, batch_stride seq·3·heads·dim.
+  static HeadTensor strided(T* data, Index batch, Index seq, Index heads, Index dim, Index batch_stride,
+                            Index seq_stride, Index head_stride, std::vector<Index> lengths = {}) {
+    return HeadTensor(data, heads, dim, seq_stride, head_stride, starts(batch, batch_stride),
+                      fill_lengths(batch, seq, std::move(lengths)));
+  }
   /// [total, heads, dim] with sequence b at rows offsets[b] .. offsets[b + 1] − 1 (offsets has
   /// batch + 1 entries, non-decreasing, from 0).
   static HeadTensor packed(T* data, const std::vector<Index>& offsets, Index heads, Index dim) {

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. select::KeyScore, the query-independent score of a key (TRAMS).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "../detail/check.hpp"
+#include "../error.hpp"
+#include "../types.hpp"
+
+namespace abc {
+namespace select {
+
+/// Which query-independent score KeyScore computes (spec-trams-gmat.md §A.1.3).
+enum class ScoreKind {
+  trams_code,         ///< √(kᵀGk) · |u·k|: the TRAMS authors' released code (default)
+  trams_paper,        ///< (u·k) / √d_model: the paper's cos⟨k′, 1⟩ · ‖k′‖, which reduces to this
+  reformulated_norm,  ///< √(kᵀGk) = ‖W_Qᵀ k‖: the norm of the reformulated key (paper's ablation)
+  key_norm,           ///< ‖k‖: the plain key norm (needs no W_Q; an extension, not in the paper)
+};
+
+/**
+ * \brief The score TRAMS ranks memories by, computed once per key when it enters a cache.
+ *
+ * TRAMS rewrites q·k = h·k′ with the reformulated key k′ = W_Qᵀ k ∈ ℝ^{d_model} and ranks keys by
+ * k′ alone, since post-LayerNorm hidden states h all have about the same norm. Materialising k′
+ * costs O(d · d_model) per key; instead the summary G = W_Q W_Qᵀ [d × d] and u = W_Q 1 [d] is
+ * taken once from W_Q [d × d_model], after which ‖k′‖² = kᵀGk and 1ᵀk′ = u·k cost O(d²) per key.
+ * A score depends only on the key and the frozen W_Q, so it never changes while the key is kept.
+ * A NaN score (overflowed keys) is reported as −∞: such a key is the first to go.
+ */
+template <class Scalar = float>
+class KeyScore {
+ public:
+  using scalar_type = Scalar;
+
+  /// From the query projection W_Q [d × d_model] (d the key width). \throws config_error if W_Q
+  /// is empty or not finite, or if `kind` is key_norm (use KeyScore::norm()).
+  explicit KeyScore(MatrixRef<Scalar> w_q, ScoreKind kind = ScoreKind::trams_code) : kind_(kind) {
+    constexpr const char* who = "abc::select::KeyScore";
+    if (kind == ScoreKind::key_norm)
+      ABC_THROW(config_error(std::string(who) +
+                             ": kind is key_norm, expected a score of W_Q (KeyScore::norm() needs no W_Q)"));
+    if (w_q.rows() < 1 || w_q.cols() < 1)
+      ABC_THROW(config_error(std::string(who) + ": w_q is " + detail::shape_string(w_q.rows(), w_q.cols()) +
+                             ", expected [d x d_model] with d, d_model >= 1"));
+    if (auto p = detail::finite_problem("w_q", w_q)) detail::raise(who, p);
+    const Eigen::MatrixXd w = w_q.template cast<double>();
+    gram_ = w * w.transpose();
+    sums_ = w.rowwise().sum();
+    d_model_ = w_q.cols();
+  }
+
+  /// The plain key norm ‖k‖, for keys of any width.
+  static KeyScore norm() { return KeyScore(); }
+
+  ScoreKind kind() const noexcept { return kind_; }
+  /// The key width the score needs (W_Q's rows); 0 for the plain norm (any width).
+  Index key_dim() const noexcept { return sums_.size(); }
+  Index model_dim() const noexcept { return d_model_; }
+  const Eigen::MatrixXd& gram() const noexcept { return gram_; }  ///< G = W_Q W_Qᵀ [d × d]
+  const Eigen::VectorXd& row_sums() const noexcept { return sums_; }  ///< u = W_Q 1 [d]
+
+  /// The score of key k [size] (size must be key_dim() unless the kind is key_norm). O(d²),
+  /// allocation-free; accumulated in double so equal keys always score equal and the ranking of
+  /// near-equal keys does not depend on the build's summation order.
+  Scalar operator()(const Scalar* k, Index size) const noexcept {
+    double quad = 0, lin = 0, sq = 0;
+    const bool norm_only = kind_ == ScoreKind::key_norm;
+    for (Index i = 0; i < size; ++i) {
+      const double ki = double(k[i]);
+      sq += ki * ki;
+      if (norm_only) continue;
+      lin += sums_[i] * ki;
+      double gi = 0;
+      for (Index j = 0; j < size; ++j) gi += gram_(j, i) * double(k[j]);
+      quad += ki * gi;
+    }
+    quad = std::max(0.0, quad);  // kᵀGk ≥ 0, up to rounding
+    double s = 0;
+    switch (kind_) {
+      case ScoreKind::trams_code: s = std::sqrt(quad) * std::abs(lin); break;
+      case ScoreKind::trams_paper: s = lin / std::sqrt(double(d_model_)); break;
+      case ScoreKind::reformulated_norm: s = std::sqrt(quad); break;
+      case ScoreKind::key_norm: s = std::sqrt(sq); break;
+    }
+    const Scalar r = static_cast<Scalar>(s);
+    return std::isnan(r) ? -std::numeric_limits<Scalar>::infinity() : r;
+  }
+  Scalar operator()(VectorRef<Scalar> k) const noexcept { return (*this)(k.data(), k.size()); }
+
+ private:
+  KeyScore() : kind_(ScoreKind::key_norm) {}
+
+  ScoreKind kind_;
+  Eigen::MatrixXd gram_;  // kept in double: scores are computed in double
+  Eigen::VectorXd sums_;
+  Index d_model_ = 0;
+};
+
+}  // namespace select
+}  // namespace abc

@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. select::TramsAttention, a FIFO KV pool read through a top-k
+// selection by a query-independent score (TRAMS).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../detail/check.hpp"
+#include "../detail/readout.hpp"
+#include "../error.hpp"
+#include "../types.hpp"
+#include "key_score.hpp"
+
+namespace abc {
+namespace select {
+
+/// Which distance a position term sees for a kept key (spec-trams-gmat.md §A.1.5).
+enum class PositionMode {
+  compacted,  ///< the released code: kept keys get the distances of a contiguous sequence (default)
+  original,   ///< the true distance between the query's and the key's positions
+};
+
+/// Sizes of a TRAMS cache. Released configuration: pool 400, recent 150, topk 50.
+struct TramsConfig {
+  Index pool = 400;    ///< M: the last M tokens are kept (FIFO), O(M · (d + dv)) state
+  Index recent = 150;  ///< R: the newest R pool tokens are always attended
+  Index topk = 50;     ///< K: attended among the M − R older ones, by score; K ≤ M − R
+  PositionMode positions = PositionMode::compacted;
+  double scale = 0.0;  ///< softmax scale; 0 means 1/sqrt(d)
+};
+
+/**
+ * \brief TRAMS (Yu et al. 2023): every query attends to the `recent` newest pool tokens and to the
+ * `topk` older pool tokens with the highest query-independent score, in temporal order, plus (for
+ * a segment) the segment's own tokens causally.
+ *
+ * The pool is a FIFO of the last `pool` tokens with each key's score, computed once at insertion
+ * (KeyScore). Selection is recomputed for every segment from the pool as it was before the segment
+ * (an O(M) partial sort); ties go to the higher score, then to the newer token. The segment is then
+ * pushed into the pool. A pool not yet full is read as it is (no zero memories): the selection
+ * takes at most the tokens that exist.
+ *
+ * The read is exact softmax attention over the kept set: the gathered keys are one-hot slots of an
+ * ABC memory, read by the core's softmax over slots (detail::softmax_slots) with the segment's
+ * causal limit as the readable range. `step` is a segment of one token (it reselects every token).
+ *
+ * Position terms (Transformer-XL) are the caller's: `distances` reports, per query and kept key,
+ * the compacted or the original distance, and `segment(…, bias)` adds bias(i, distance) to the
+ * logits.
+ *
+ * \tparam Scalar float or double.
+ */
+template <class Scalar = float>
+class TramsAttention {
+ public:
+  using scalar_type = Scalar;
+
+  /// The pool of one sequence and head: a ring of the last `pool` keys, values, scores and
+  /// positions. O(pool · (d + dv)), flat in the stream's length.
+  class State {
+   public:
+    State() = default;
+    Index size() const noexcept { return size_; }          ///< tokens in the pool, ≤ capacity
+    Index capacity() const noexcept { return keys_.rows(); }
+    Index key_dim() const noexcept { return keys_.cols(); }
+    Index value_dim() const noexcept { return values_.cols(); }
+    std::int64_t position() const noexcept { return next_; }  ///< tokens consumed so far
+    /// Age-ordered access, 0 = oldest pool token.
+    auto key(Index age) const { return keys_.row(slot(age)); }
+    auto value(Index age) const { return values_.row(slot(age)); }
+    Scalar score(Index age) const { return scores_[std::size_t(slot(age))]; }
+    std::int64_t token_position(Index age) const { return pos_[std::size_t(slot(age))]; }
+    std::size_t bytes() const noexcept {
+      return sizeof(Scalar) * std::size_t(keys_.size() + values_.size() + gather_keys_.size() +
+                                           gather_values_.size() + logits_.size()) +
+             scores_.size() * sizeof(Scalar) + pos_.size() * sizeof(std::int64_t) +
+             order_.size() * sizeof(Index) + sizeof(*this);
+    }
+    void reset() noexcept {
+      head_ = size_ = 0;
+      next_ = 0;
+    }
+
+   private:
+    friend class TramsAttention;
+    State(Index pool, Index d, Index dv)
+        : keys_(Matrix<Scalar>::Zero(pool, d)), values_(Matrix<Scalar>::Zero(pool, dv)),
+          scores_(std::size_t(pool)), pos_(std::size_t(pool)) {}
+    Index slot(Index age) const noexcept { return (head_ + age) % keys_.rows(); }
+    void push(const Scalar* k, const Scalar* v, Scalar s) {
+      const Index cap = keys_.rows();
+      Index r;
+      if (size_ < cap) {
+        r = (head_ + size_) % cap;
+        ++size_;
+      } else {  // full: the oldest token leaves
+        r = head_;
+        head_ = (head_ + 1) % cap;
+      }
+      keys_.row(r) = Eigen::Map<const Eigen::Matrix<Scalar, 1, Eigen::Dynamic>>(k, keys_.cols());
+      values_.row(r) = Eigen::Map<const Eigen::Matrix<Scalar, 1, Eigen::Dynamic>>(v, values_.cols());
+      scores_[std::size_t(r)] = s;
+      pos_[std::size_t(r)] = next_++;
+    }
+
+    Matrix<Scalar> keys_, values_;
+    std::vector<Scalar> scores_;
+    std::vector<std::int64_t> pos_;
+    Index head_ = 0, size_ = 0;
+    std::int64_t next_ = 0;
+    // Work space of a read, kept so a step allocates nothing once warm; not part of the value.
+    Matrix<Scalar> gather_keys_, gather_values_, logits_;
+    std::vector<Index> order_;
+  };
+
+  /// \throws config_error if pool < 1, recent or topk < 0, recent + topk > pool, or the scale is
+  /// not finite and positive (0: 1/sqrt(d)).
+  TramsAttention(TramsConfig config, KeyScore<Scalar> score) : cfg_(config), score_(std::move(score)) {
+    constexpr const char* who = "abc::select::TramsAttention";
+    using detail::at_least;
+    detail::Problem p;
+    if (cfg_.pool < 1)
+      p = at_least(Status::bad_config, "config.pool", cfg_.pool, 1, "the pool holds at least one token");
+    else if (cfg_.recent < 0)
+      p = at_least(Status::bad_config, "config.recent", cfg_.recent, 0, "a token count");
+    else if (cfg_.topk < 0)
+      p = at_least(Status::bad_config, "config.topk", cfg_.topk, 0, "a token count");
+    else if (cfg_.recent + cfg_.topk > cfg_.pool)
+      p = detail::value_problem(Status::bad_config, "config.recent + config.topk", cfg_.recent + cfg_.topk,
+                                "at most ", cfg_.pool,
+                                "config.pool: the attended tokens are chosen from the pool");
+    if (p) detail::raise(who, p);
+    detail::require_scale(who, "config.scale", cfg_.scale);
+  }
+
+  const TramsConfig& config() const noexcept { return cfg_; }
+  const KeyScore<Scalar>& score() const noexcept { return score_; }
+  Scalar scale(Index d) const noexcept { return cfg_.scale > 0 ? Scalar(cfg_.scale) : Scalar(1) / std::sqrt(Scalar(d)); }
+
+  /// An empty pool for keys of width d and values of width dv.
+  State make_state(Index d, Index dv) const {
+    detail::Problem p;
+    if (d < 1) p = detail::at_least(Status::bad_config, "d", d, 1, "keys need a column");
+    else if (dv < 1) p = detail::at_least(Status::bad_config, "dv", dv, 1, "values need a column");
+    else if (score_.key_dim() > 0 && d != score_.key_dim())
+      p = detail::value_problem(Status::shape_mismatch, "d", d, "exactly ", score_.key_dim(),
+                                "the key width must be the rows of the score's W_Q");
+    if (p) detail::raise("abc::select::TramsAttention::make_state", p);
+    return State(cfg_.pool, d, dv);
+  }
+
+  /**
+   * \brief The pool ages (0 = oldest) a segment starting now attends to before its own tokens:
+   * the selected old ones, then the recent ones, ascending (temporal order).
+   */
+  std::vector<Index> attended(const State& s) const {
+    std::vector<Index> a;
+    select_into(s, a);
+    return a;
+  }
+
+  /**
+   * \brief One segment of n tokens: query i attends to the selected and recent pool tokens and to
+   * segment tokens 0..i; then the segment enters the pool.
+   * \param q [n × d], \param k [n × d], \param v [n × dv]; \return [n × dv]
+   */
+  Matrix<Scalar> segment(State& s, MatrixRef<Scalar> q, MatrixRef<Scalar> k, MatrixRef<Scalar> v) const {
+    Matrix<Scalar> out(q.rows(), v.cols());
+    run(s, q, k, v, out, NoBias{});
+    return out;
+  }
+  /// As segment(s, q, k, v), adding `bias(i, distance)` to the logit of query i and each kept key
+  /// (a relative-position term), the distance as `config().positions` says (see distances()).
+  template <class Bias>
+  Matrix<Scalar> segment(State& s, MatrixRef<Scalar> q, MatrixRef<Scalar> k, MatrixRef<Scalar> v,
+                         const Bias& bias) const {
+    Matrix<Scalar> out(q.rows(), v.cols());
+    run(s, q, k, v, out, bias);
+    return out;
+  }
+  void segment_into(State& s, MatrixRef<Scalar> q, MatrixRef<Scalar> k, MatrixRef<Scalar> v,
+                    MatrixOut<Scalar> out) const {
+    run(s, q, k, v, out, NoBias{});
+  }
+
+  /// One token: a segment of length 1 (the selection is redone for every token). q, k [d], v [dv].
+  Vector<Scalar> step(State& s, VectorRef<Scalar> q, VectorRef<Scalar> k, VectorRef<Scalar> v) const {
+    Vector<Scalar> out(v.size());
+    step_into(s, q, k, v, out);
+    return out;
+  }
+  void step_into(State& s, VectorRef<Scalar> q, VectorRef<Scalar> k, VectorRef<Scalar> v,
+                 VectorOut<Scalar> out) const {
+    using RowMap = Eigen::Map<const Matrix<Scalar>>;
+    Eigen::Map<Matrix<Scalar>> o(out.data(), 1, out.size());
+    run(s, RowMap(q.data(), 1, q.size()), RowMap(k.data(), 1, k.size()), RowMap(v.data(), 1, v.size()), o,
+        NoBias{});
+  }
+
+  /**
+   * \brief The distance each query of an n-token segment starting now sees for each key it may
+   * read: [n × (m′ + n)], m′ = attended(s).size(), keys in read order (kept, then the segment).
+   * Compacted: m′ + i − a for list index a (the released code's contiguous positions); original:
+   * the query's position minus the key's. Negative entries are the segment's future (masked).
+   */
+  Eigen::Matrix<std::int64_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> distances(const State& s,
+                                                                                        Index n) const {
+    std::vector<Index> a;
+    select_into(s, a);
+    Eigen::Matrix<std::int64_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> dist(n, Index(a.size()) + n);
+    fill_distances(s, a, n, dist);
+    return dist;
+  }
+
+ private:
+  struct NoBias {};
+
+  // Ages of the selected old tokens (top-k by score, ties to the newer), then the recent ones.
+  void select_into(const State& s, std::vector<Index>& out) const {
+    const Index recent = std::min(cfg_.recent, s.size_), old = s.size_ - recent;
+    const Index k = std::min(cfg_.topk, old);
+    out.clear();
+    if (k > 0) {
+      out.resize(std::size_t(old));
+      for (Index a = 0; a < old; ++a) out[std::size_t(a)] = a;
+      auto better = [&s](Index x, Index y) {  // strict total order: score, then newer (larger age index)
+        const Scalar sx = s.score(x), sy = s.score(y);
+        return sx != sy ? sx > sy : x > y;
+      };
+      if (k < old) {
+        std::nth_element(out.begin(), out.begin() + (k - 1), out.end(), better);
+        out.resize(std::size_t(k));
+      }
+      std::sort(out.begin(), out.end());
+    }
+    for (Index a = old; a < s.size_; ++a) out.push_back(a);
+  }
+
+  template <class Dist>
+  void fill_distances(const State& s, const std::vector<Index>& a, Index n, Dist& dist) const {
+    const Index m = Index(a.size());
+    for (Index i = 0; i < n; ++i) {
+      for (Index j = 0; j < m; ++j)
+        dist(i, j) = cfg_.positions == PositionMode::compacted
+                         ? std::int64_t(m + i - j)
+                         : s.next_ + std::int64_t(i) - s.token_position(a[std::size_t(j)]);
+      for (Index j = 0; j < n; ++j) dist(i, m + j) = std::int64_t(i - j);
+    }
+  }
+
+  detail::Problem check(const State& s, const MatrixRef<Scalar>& q, const MatrixRef<Scalar>& k,
+                        const MatrixRef<Scalar>& v, Index out_rows, Index out_cols) const noexcept {
+    using detail::shape_problem;
+    const Index n = q.rows(), d = s.key_dim(), dv = s.value_dim();
+    if (auto p = shape_problem("state", s.capacity(), d, cfg_.pool, d,
+                               "the state must come from make_state(d, dv) of this attention"))
+      return p;
+    if (s.capacity() < 1)
+      return detail::at_least(Status::bad_config, "state.capacity()", s.capacity(), 1,
+                              "the state must come from make_state(d, dv)");
+    if (auto p = shape_problem("q", q.rows(), q.cols(), n, d, "q.cols() must equal the state's key width"))
+      return p;
+    if (auto p = shape_problem("k", k.rows(), k.cols(), n, d, "one key per query, of the state's key width"))
+      return p;
+    if (auto p = shape_problem("v", v.rows(), v.cols(), n, dv, "one value per query, of the state's value width"))
+      return p;
+    if (auto p = shape_problem("out", out_rows, out_cols, n, dv, "the output buffer holds one row per query"))
+      return p;
+    if (auto p = detail::finite_problem("q", q)) return p;
+    if (auto p = detail::finite_problem("k", k)) return p;
+    if (auto p = detail::finite_problem("v", v)) return p;
+    return {};
+  }
+
+  template <class Bias>
+  void run(State& s, const MatrixRef<Scalar>& q, const MatrixRef<Scalar>& k, const MatrixRef<Scalar>& v,
+           MatrixOut<Scalar> out, const Bias& bias) const {
+    if (auto p = check(s, q, k, v, out.rows(), out.cols())) detail::raise("abc::select::TramsAttention", p);
+    const Index n = q.rows(), d = s.key_dim(), dv = s.value_dim();
+    std::vector<Index>& a = s.order_;
+    select_into(s, a);
+    const Index m = Index(a.size()), keys = m + n;
+    // The kept set as one-hot slots of a memory [kept ; segment], read by the core's softmax.
+    s.gather_keys_.resize(keys, d);
+    s.gather_values_.resize(keys, dv);
+    for (Index j = 0; j < m; ++j) {
+      s.gather_keys_.row(j) = s.key(a[std::size_t(j)]);
+      s.gather_values_.row(j) = s.value(a[std::size_t(j)]);
+    }
+    s.gather_keys_.bottomRows(n) = k;
+    s.gather_values_.bottomRows(n) = v;
+    s.logits_.resize(n, keys);
+    s.logits_.noalias() = scale(d) * q * s.gather_keys_.transpose();
+    if constexpr (!std::is_same<Bias, NoBias>::value) {
+      Eigen::Matrix<std::int64_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> dist(n, keys);
+      fill_distances(s, a, n, dist);
+      for (Index i = 0; i < n; ++i)
+        for (Index j = 0; j < m + i + 1; ++j) s.logits_(i, j) += static_cast<Scalar>(bias(i, dist(i, j)));
+    }
+    for (Index i = 0; i < n; ++i)  // query i reads the kept tokens and segment tokens 0..i
+      detail::softmax_slots(s.logits_.row(i).data(), keys, nullptr, false, detail::SlotRange{0, m + i + 1});
+    out.noalias() = s.logits_ * s.gather_values_;
+    for (Index i = 0; i < n; ++i) s.push(k.row(i).data(), v.row(i).data(), score_(k.row(i).data(), d));
+  }
+
+  TramsConfig cfg_;
+  KeyScore<Scalar> score_;
+};
+
+}  // namespace select
+}  // namespace abc
