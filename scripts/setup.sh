@@ -8,6 +8,8 @@ packages=(
   libeigen3-dev libxsimd-dev xtl-dev    # the library's own dependencies
   catch2 libbenchmark-dev               # tests and benchmarks
   python3-numpy python3-matplotlib      # bench plots and interop checks
+  libclang-rt-14-dev clang-tidy cppcheck  # sanitizers, libFuzzer, static analysis (scripts/test.sh)
+  python3-torch                         # examples/pytorch_interop (reference written in PyTorch)
 )
 
 missing=()

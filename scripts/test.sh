@@ -1,11 +1,60 @@
 #!/usr/bin/env bash
 # abc: build and run the whole test suite through CTest. Installs what it needs first.
-#   scripts/test.sh            (build directory: build/, or $ABC_BUILD_DIR)
+#   scripts/test.sh            (main build directory: build/, or $ABC_BUILD_DIR)
+#
+# Stages (each in its own build directory, each building only what it needs; all with the strict
+# warnings of ABC_WERROR, so everything here builds warning-free with both g++ and clang++):
+#   1. build/         g++ Release: tests, examples, benches; the whole CTest suite
+#   2. build-asan/    clang++ AddressSanitizer + UndefinedBehaviorSanitizer (RelWithDebInfo,
+#                     -fno-sanitize-recover=all: a finding fails): tests and examples, run
+#   3. build-nosimd/  g++ Release with ABC_NO_SIMD=ON (scalar kernels): tests, run
+#   4. build-clang/   clang++ Release: the benches, built only (tests/examples: stage 2)
+#   5. build-fuzz/    clang++ libFuzzer harnesses (fuzz/), each run for a bounded time
+#   6. scripts/lint.sh  clang-tidy and cppcheck on include/abc
+# Stages 2–6 can be skipped with ABC_TEST_QUICK=1 (stage 1 only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 build=${ABC_BUILD_DIR:-build}
 jobs=$(nproc)
+stage() { printf '\n==== abc test: %s ====\n' "$*"; }
+
+stage "1/6 Release (g++), full suite"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build" -j"$jobs"
 ctest --test-dir "$build" --output-on-failure -j"$jobs"
+
+[ "${ABC_TEST_QUICK:-0}" = 1 ] && exit 0
+
+# The consumer and compile-fail tests check CMake packaging and diagnostics, not the kernels, and
+# do not depend on the build's flags: stage 1 runs them, the other runs skip them.
+skip='^(consumer|compile_fail)\.'
+lean=(-DABC_BUILD_BENCHMARKS=OFF -DABC_INSTALL=OFF)
+
+stage "2/6 AddressSanitizer + UndefinedBehaviorSanitizer (clang++)"
+san="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+cmake -S . -B build-asan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "${lean[@]}" -DCMAKE_CXX_FLAGS="$san" -DCMAKE_EXE_LINKER_FLAGS="$san"
+cmake --build build-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" -E "$skip"
+
+stage "3/6 scalar kernels (ABC_NO_SIMD=ON, g++)"
+cmake -S . -B build-nosimd -DCMAKE_BUILD_TYPE=Release -DABC_NO_SIMD=ON \
+  "${lean[@]}" -DABC_BUILD_EXAMPLES=OFF
+cmake --build build-nosimd -j"$jobs" --target abc_tests
+ctest --test-dir build-nosimd --output-on-failure -j"$jobs" -E "$skip"
+
+stage "4/6 benches with clang++ (build only)"
+cmake -S . -B build-clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \
+  -DABC_BUILD_TESTS=OFF -DABC_BUILD_EXAMPLES=OFF -DABC_INSTALL=OFF
+cmake --build build-clang -j"$jobs"
+
+stage "5/6 fuzzers (libFuzzer + ASan + UBSan), bounded runs"
+cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DABC_BUILD_TESTS=OFF -DABC_BUILD_EXAMPLES=OFF "${lean[@]}" -DABC_BUILD_FUZZERS=ON
+cmake --build build-fuzz -j"$jobs"
+bash fuzz/run.sh build-fuzz "${ABC_FUZZ_SECONDS:-45}"
+
+stage "6/6 lint (clang-tidy, cppcheck)"
+bash scripts/lint.sh

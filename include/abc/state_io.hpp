@@ -2,6 +2,7 @@
 // abc: bounded-memory attention. save_state / load_state: a State as a versioned binary blob.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -41,7 +42,7 @@ std::string control_kind() {
   std::string f = __PRETTY_FUNCTION__;
   const auto at = f.find("C = ");
   std::string name = at == std::string::npos ? f : f.substr(at + 4);
-  name = name.substr(0, name.find_first_of(";]"));
+  name.resize(std::min(name.size(), name.find_first_of(";]")));
 #else
   std::string name = typeid(C).name();  // needs <typeinfo>; other compilers: their own spelling
 #endif

@@ -3,6 +3,7 @@
 // identities of spec-abc-rfa.md §4 (oracles 11–15).
 #include <abc/bounded_attention.hpp>
 #include <abc/control/mlp.hpp>
+#include <abc/control/sliding_window.hpp>
 
 #include <cmath>
 #include <limits>
@@ -297,4 +298,42 @@ TEMPLATE_TEST_CASE("Mlp configuration errors", "[control][mlp][errors]", float, 
   w(1, 1) = std::numeric_limits<T>::quiet_NaN();
   REQUIRE_THROWS_WITH(abc::control::Mlp<T>(w), ABC_CONTAINS("W_phi holds a non-finite value at row 1, column 1"));
   REQUIRE_THROWS_AS(abc::control::Mlp<T>(0, 4, 1), abc::config_error);
+}
+
+TEMPLATE_TEST_CASE("Mlp: finite inputs whose logits overflow never put NaN into the state (fuzz regression)",
+                   "[control][mlp][numerics]", float, double) {
+  using T = TestType;
+  // W_φ x overflows: each term is ±big·1, and the sum over mixed signs gives +∞, −∞ or +∞ − ∞ =
+  // NaN. Found by fuzz_api: relu/exp logits of +∞ made exp(+∞ − +∞) = NaN in the normaliser.
+  const T big = std::numeric_limits<T>::max() / T(2);
+  const Index d = 4, dv = 2, n = 3, n_tok = 6;
+  abc::Matrix<T> w(n, d);
+  w << 1, 1, 1, 1,   // +∞
+      1, -1, 1, -1,  // +∞ − ∞ = NaN
+      -1, -1, 0, 0;  // −∞
+  abc::Matrix<T> x = abc::Matrix<T>::Constant(n_tok, d, big);
+  x.row(2).setConstant(T(0.5));  // an ordinary token between the overflowing ones
+  const auto q = ref::random<T>(n_tok, d, 1), k = ref::random<T>(n_tok, d, 2), v = ref::random<T>(n_tok, dv, 3);
+  for (auto act : kActivations) {
+    abc::BoundedAttention attn{abc::control::Mlp<T>(w, act)};
+    auto state = attn.make_state(d, dv);
+    for (Index t = 0; t < n_tok; ++t) {
+      const abc::Vector<T> o = attn.step(state, q.row(t), k.row(t), v.row(t), x.row(t));
+      INFO("activation " << int(act) << ", token " << t);
+      REQUIRE(o.allFinite());
+      REQUIRE(state.keys().allFinite());
+      REQUIRE(state.values().allFinite());
+      REQUIRE_FALSE(state.norm().array().isNaN().any());
+    }
+    REQUIRE(attn.forward_causal(q, k, v, x).allFinite());
+    REQUIRE(attn.forward(q, k, v, x).allFinite());
+  }
+  // Scores q·K̃ that overflow to NaN take no mass in the read: the output stays finite.
+  abc::BoundedAttention window{abc::control::SlidingWindow<T>{4}};
+  abc::Matrix<T> qh = abc::Matrix<T>::Constant(2, 2, big), kh(2, 2), vh(2, 1);
+  kh << big, -big, big, big;  // q·k_0 = big² − big² → ∞ − ∞ = NaN, q·k_1 = +∞
+  vh << T(3), T(5);
+  const abc::Matrix<T> out = window.forward_causal(qh, kh, vh);
+  REQUIRE(out.allFinite());
+  REQUIRE(out(1, 0) == T(5));  // the NaN score takes nothing, the infinite one everything
 }

@@ -136,6 +136,7 @@ class Gated {
     return {sigmoid(s), sigmoid(-s)};
   }
   static T sigmoid(T s) noexcept {
+    if (std::isnan(s)) s = T(0);  // w_g·x overflowed (+∞ − ∞) on finite inputs: an undecided gate
     if (s >= 0) return T(1) / (T(1) + std::exp(-s));
     const T e = std::exp(s);
     return e / (T(1) + e);

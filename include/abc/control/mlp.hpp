@@ -95,8 +95,12 @@ class Mlp {
   }
 
  private:
-  // Logits → log α in place, for the activation; −∞ where α = 0.
+  // Logits → log α in place, for the activation; −∞ where α = 0. Finite inputs can still overflow
+  // W_φ x (keys near the type's limit): logits saturate to the finite range, and a logit that is
+  // not a number (+∞ − ∞ inside the product) carries no mass, so the state never holds a NaN.
   void to_log_weight(MatrixOut<Scalar>& s) const {
+    constexpr Scalar big = std::numeric_limits<Scalar>::max();
+    s.array() = s.array().isNaN().select(-std::numeric_limits<Scalar>::infinity(), s.array().min(big).max(-big));
     switch (activation_) {
       case Activation::sigmoid:  // log σ(s) = −softplus(−s), computed without overflow
         s.array() = -((-s.array()).max(Scalar(0)) + (-s.array().abs()).exp().log1p());

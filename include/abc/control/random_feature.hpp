@@ -96,6 +96,7 @@ class RandomFeature {
 
  private:
   static Scalar sigmoid(Scalar s) noexcept {
+    if (std::isnan(s)) s = Scalar(0);  // w_g·x overflowed (+∞ − ∞) on finite inputs: an undecided gate
     // Both branches evaluate exp of a non-positive number.
     return s >= Scalar(0) ? Scalar(1) / (Scalar(1) + std::exp(-s)) : std::exp(s) / (Scalar(1) + std::exp(s));
   }

@@ -36,8 +36,13 @@ void online_normalise(const T* lam, T* m, T* z, T* decay, T* write, Index n, boo
   for (; l + width <= n; l += width) {
     const B lv = B::load_unaligned(lam + l), mv = B::load_unaligned(m + l), zv = B::load_unaligned(z + l);
     const B m_new = xsimd::max(mv, lv);
-    const B keep = xsimd::select(mv == ninf, zero, xsimd::exp(mv - m_new));
-    const B add = xsimd::select(lv == ninf, zero, xsimd::exp(lv - m_new));
+    // exp's argument is clamped to [−1000, ·] (exp(−1000) is 0 in float and double): an empty lane
+    // gives −∞ − m or NaN there, and xsimd's exp converts k = round(x·log2 e) to an integer before
+    // its own range select, which for ±∞/NaN is undefined behaviour (UBSan: float-cast-overflow).
+    const B lo(T(-1000));
+    const auto safe = [&lo](const B& e) { return xsimd::select(e > lo, e, lo); };
+    const B keep = xsimd::select(mv == ninf, zero, xsimd::exp(safe(mv - m_new)));
+    const B add = xsimd::select(lv == ninf, zero, xsimd::exp(safe(lv - m_new)));
     const B z_new = xsimd::fma(keep, zv, add);
     const auto live = z_new > zero;
     const B decay_v = prefix ? keep * zv / z_new : one;

@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: MIT
+// abc fuzz: the public API of BoundedAttention with fuzz-chosen control, shapes, options and values
+// (NaN, ±Inf, denormals, ±1e30 included). libFuzzer entry point; build with -DABC_BUILD_FUZZERS=ON
+// (clang). Invariants, each a trap on violation (besides any sanitizer report):
+//  - validate*() returns Status::ok exactly when the matching call does not throw, and a call only
+//    ever throws abc::shape_error or abc::config_error;
+//  - a call that throws leaves the state equal (operator==) to a copy taken before;
+//  - finite inputs small enough that no intermediate can overflow give finite outputs;
+//  - moderate inputs: forward_causal = prefill + step loop on a state, to a loose tolerance.
+#include <abc/abc.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+using abc::Index;
+
+#define ABC_FUZZ_REQUIRE(cond) \
+  do {                         \
+    if (!(cond)) __builtin_trap(); \
+  } while (0)
+
+class Reader {
+ public:
+  Reader(const std::uint8_t* data, std::size_t size) : p_(data), n_(size) {}
+  std::uint8_t byte() { return n_ ? (--n_, *p_++) : std::uint8_t{0}; }
+  Index index(Index lo, Index hi) { return lo + Index(byte()) % (hi - lo + 1); }  // [lo, hi]
+  std::uint64_t u64() {
+    std::uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v = (v << 8) | byte();
+    return v;
+  }
+  // A value: mostly moderate (multiples of 1/64 in [−4, 4)), sometimes a hostile one.
+  template <class T>
+  T value() {
+    const std::uint8_t kind = byte();
+    if (kind < 200) return T(int(kind) - 100) / T(25) + T(byte()) / T(4096);
+    switch (kind % 12) {
+      case 0: return std::numeric_limits<T>::quiet_NaN();
+      case 1: return std::numeric_limits<T>::infinity();
+      case 2: return -std::numeric_limits<T>::infinity();
+      case 3: return std::numeric_limits<T>::denorm_min();
+      case 4: return -std::numeric_limits<T>::denorm_min() * T(byte());
+      case 5: return T(1e30);  // float: 1e30 is finite (max 3.4e38)
+      case 6: return T(-1e30);
+      case 7: return T(0) * T(-1);
+      case 8: return T(1e4) * T(int(byte()) - 128);
+      case 9: return std::numeric_limits<T>::min();
+      case 10: return T(1e15);
+      default: return T(int(byte()) - 128) * T(1e-3);
+    }
+  }
+  template <class T>
+  abc::Matrix<T> matrix(Index r, Index c) {
+    abc::Matrix<T> m(r, c);
+    for (Index i = 0; i < m.size(); ++i) m.data()[i] = value<T>();
+    return m;
+  }
+
+ private:
+  const std::uint8_t* p_;
+  std::size_t n_;
+};
+
+template <class T>
+double max_abs(const abc::Matrix<T>& m) {  // NaN-aware: NaN or Inf gives +inf
+  double r = 0;
+  for (Index i = 0; i < m.size(); ++i) {
+    const double a = std::abs(double(m.data()[i]));
+    r = std::isnan(a) ? std::numeric_limits<double>::infinity() : std::max(r, a);
+  }
+  return r;
+}
+
+// Runs f; true when it threw a library error, traps on any other exception.
+template <class F>
+bool throws(F&& f) {
+  try {
+    f();
+  } catch (const abc::shape_error&) {
+    return true;
+  } catch (const abc::config_error&) {
+    return true;
+  } catch (...) {
+    __builtin_trap();
+  }
+  return false;
+}
+
+template <class T>
+struct Inputs {
+  abc::Matrix<T> q, k, v, x;
+  bool use_x = false;
+  double bound = 0;  // the largest |entry| over q, k, v, x and the control's weights
+};
+
+template <class Control>
+// weight_bound: the largest |weight| of the control (0 if none); grows: the memory rows are sums of
+// weight × key over tokens (Linformer) rather than convex combinations of keys.
+void exercise(const Control& ctl, Reader& in, double weight_bound, bool grows) {
+  using T = typename Control::scalar_type;
+  abc::Options opts;
+  const std::uint8_t sc = in.byte();
+  static const double scales[] = {0.0, 0.0, 1.0, 0.5, 1e-3, 10.0, -1.0, 1e300, 1e-320};
+  opts.scale = sc < 240 ? scales[sc % 6] : scales[sc % 9];
+  if (in.byte() & 1) opts.empty_slots = abc::EmptySlots::literal;
+  opts.causal_kernel = static_cast<abc::CausalKernel>(in.byte() % 3);
+  opts.chunk = in.index(0, 9);
+  std::optional<abc::BoundedAttention<Control>> made;
+  const bool bad_options = !(std::isfinite(opts.scale) && opts.scale >= 0) || opts.chunk < 1;
+  const bool threw = throws([&] { made.emplace(ctl, opts); });
+  ABC_FUZZ_REQUIRE(threw == bad_options);
+  if (threw) return;
+  const auto& attn = *made;
+
+  // Shapes: usually consistent, sometimes off by one somewhere.
+  const Index n_tok = in.index(0, 64), d = in.index(0, 16), dv = in.index(0, 16), m = in.index(0, 64);
+  const std::uint8_t skew = in.byte();
+  const auto off = [&](int which) { return (skew % 16) == which ? Index(1) : Index(0); };
+  Inputs<T> a;
+  a.q = in.matrix<T>(n_tok + off(1), d + off(2));
+  a.k = in.matrix<T>(n_tok, d);
+  a.v = in.matrix<T>(n_tok + off(3), dv);
+  a.use_x = (skew & 0x10) != 0;
+  Index dx = d + off(4);
+  if constexpr (std::is_same<Control, abc::control::Mlp<T>>::value) dx = ctl.input_dim() + off(4);
+  a.x = in.matrix<T>(n_tok + off(5), dx);
+  a.bound = std::max({max_abs(a.q), max_abs(a.k), max_abs(a.v), a.use_x ? max_abs(a.x) : 0.0, weight_bound});
+  const double s = opts.scale > 0 ? opts.scale : 1.0;
+  // Finite inputs whose every intermediate (logits d·B², memory rows up to N·B², scores
+  // scale·d·N·B³) is far from overflow must give finite outputs. B ≤ 1e6 (float), 1e30 (double).
+  const double cap = std::is_same<T, float>::value ? 1e6 : 1e30;
+  const bool bounded = a.bound <= cap && s <= 1e3 && s >= 1e-30;
+
+  // Non-causal / cross attention with independent query count m.
+  {
+    abc::Matrix<T> qn = in.matrix<T>(m, d + off(6));
+    const double qb = max_abs(qn);
+    abc::Matrix<T> out;
+    const abc::Status st = a.use_x ? attn.validate(qn, a.k, a.v, a.x) : attn.validate(qn, a.k, a.v);
+    const bool t = throws([&] { out = a.use_x ? attn.forward(qn, a.k, a.v, a.x) : attn.forward(qn, a.k, a.v); });
+    ABC_FUZZ_REQUIRE((st == abc::Status::ok) == !t);
+    if (!t && bounded && qb <= cap) ABC_FUZZ_REQUIRE(max_abs(out) < std::numeric_limits<double>::infinity());
+  }
+
+  // Causal: a whole-sequence forward_causal, then a state: prefill of p tokens and a step loop.
+  abc::Matrix<T> whole;
+  const bool whole_threw = throws([&] {
+    whole = a.use_x ? attn.forward_causal(a.q, a.k, a.v, a.x) : attn.forward_causal(a.q, a.k, a.v);
+  });
+  const Index sd = d + off(7), sdv = dv;  // a state of the wrong key width, sometimes
+  if (throws([&] { (void)attn.make_state(sd, sdv); })) {
+    ABC_FUZZ_REQUIRE(sd < 1 || sdv < 1);
+    return;
+  }
+  auto state = attn.make_state(sd, sdv);
+  const Index p = in.index(0, 64) % (n_tok + 1);
+  abc::Matrix<T> got(n_tok, dv);
+  bool all_ok = true;
+  {
+    const auto before = state;
+    const auto q1 = a.q.topRows(std::min(p, a.q.rows())), k1 = a.k.topRows(p), v1 = a.v.topRows(std::min(p, a.v.rows()));
+    const auto x1 = a.x.topRows(std::min(p, a.x.rows()));
+    const abc::Status st = a.use_x ? attn.validate(state, q1, k1, v1, x1) : attn.validate(state, q1, k1, v1);
+    abc::Matrix<T> o;
+    const bool t = throws([&] { o = a.use_x ? attn.forward_causal(state, q1, k1, v1, x1) : attn.forward_causal(state, q1, k1, v1); });
+    ABC_FUZZ_REQUIRE((st == abc::Status::ok) == !t);
+    if (t) {
+      ABC_FUZZ_REQUIRE(state == before);
+      all_ok = false;
+    } else {
+      got.topRows(p) = o;
+    }
+  }
+  for (Index i = p; all_ok && i < n_tok; ++i) {
+    if (i >= a.q.rows() || i >= a.v.rows() || i >= a.x.rows()) {
+      all_ok = false;
+      break;
+    }
+    const auto before = state;
+    abc::Vector<T> o;
+    const abc::Vector<T> qi = a.q.row(i).transpose(), ki = a.k.row(i).transpose(), vi = a.v.row(i).transpose(),
+                         xi = a.x.row(i).transpose();
+    const abc::Status st = a.use_x ? attn.validate_step(state, qi, ki, vi, xi) : attn.validate_step(state, qi, ki, vi);
+    const bool t = throws([&] { o = a.use_x ? attn.step(state, qi, ki, vi, xi) : attn.step(state, qi, ki, vi); });
+    ABC_FUZZ_REQUIRE((st == abc::Status::ok) == !t);
+    if (t) {
+      ABC_FUZZ_REQUIRE(state == before);
+      all_ok = false;
+    } else {
+      got.row(i) = o.transpose();
+    }
+  }
+  if (!all_ok || whole_threw) return;
+  if (bounded) {
+    ABC_FUZZ_REQUIRE(max_abs(whole) < std::numeric_limits<double>::infinity());
+    ABC_FUZZ_REQUIRE(max_abs(got) < std::numeric_limits<double>::infinity());
+  }
+  // Moderate inputs: every score and logit is at most ~50 in magnitude, so the softmax weights of
+  // the two evaluation orders differ by ~50·d·ε relative; compare with a loose tolerance.
+  const double score_bound = s * double(std::max<Index>(d, 1)) * a.bound * a.bound *
+                             (grows ? double(std::max<Index>(n_tok, 1)) * weight_bound : 1.0);
+  const double logit_bound = std::is_same<Control, abc::control::Mlp<T>>::value
+                                 ? double(dx) * weight_bound * a.bound : 0.0;
+  if (a.bound <= 100 && score_bound <= 50 && logit_bound <= 50 && sd == d) {
+    const double tol = std::is_same<T, float>::value ? 1e-3 : 1e-9;
+    const double ref = 1 + std::max(max_abs(whole), max_abs(a.v) * (grows ? double(std::max<Index>(n_tok, 1)) * std::max(1.0, weight_bound) : 1.0));
+    for (Index i = 0; i < whole.size(); ++i)
+      ABC_FUZZ_REQUIRE(std::abs(double(whole.data()[i]) - double(got.data()[i])) <= tol * ref);
+  }
+}
+
+template <class T>
+void fuzz(Reader& in) {
+  const std::uint8_t kind = in.byte();
+  const Index n = in.index(0, 16);
+  auto make = [&](auto&& construct, double weight_bound, bool grows) {
+    using C = std::decay_t<decltype(construct())>;
+    std::optional<C> ctl;
+    if (throws([&] { ctl.emplace(construct()); })) return;
+    exercise(*ctl, in, weight_bound, grows);
+  };
+  switch (kind % 7) {
+    case 0: make([&] { return abc::control::SlidingWindow<T>{n}; }, 0, false); break;
+    case 1: make([&] { return abc::control::Identity<T>{n}; }, 0, false); break;
+    case 2: {
+      const Index dx = in.index(0, 16);
+      abc::Matrix<T> w = in.matrix<T>(n, dx);
+      const auto act = static_cast<abc::control::Activation>(in.byte() % 3);
+      const auto norm = static_cast<abc::control::Normalization>(in.byte() % 2);
+      const double wb = max_abs(w);
+      std::optional<abc::control::Mlp<T>> ctl;
+      const bool bad = n < 1 || dx < 1 || !(wb < std::numeric_limits<double>::infinity());
+      ABC_FUZZ_REQUIRE(throws([&] { ctl.emplace(w, act, norm); }) == bad);
+      if (ctl) exercise(*ctl, in, wb, false);
+      break;
+    }
+    case 3: {
+      const Index n_max = in.index(0, 64);
+      abc::Matrix<T> w = in.matrix<T>(n, n_max);
+      const double wb = max_abs(w);
+      make([&] { return abc::control::Linformer<T>{w}; }, wb, true);
+      break;
+    }
+    case 4: {
+      const Index c = in.index(0, 8);
+      make([&] { return abc::control::Compressive<T>{c, n}; }, 0, false);
+      break;
+    }
+    case 5: {
+      const std::uint64_t seed = in.u64();
+      make([&] { return abc::control::RandomSlot<T>{n, seed}; }, 0, false);
+      break;
+    }
+    default: {
+      const Index r = in.index(0, 4);
+      make([&] { return abc::control::Dilated<T>{n, r}; }, 0, false);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  Reader in(data, size);
+  if (in.byte() & 1)
+    fuzz<double>(in);
+  else
+    fuzz<float>(in);
+  return 0;
+}
