@@ -137,6 +137,28 @@ int main(int argc, char** argv) {
   else  // non-causal fits k-means on the keys inside every call (20 Lloyd updates at most)
     add("cluster (k-means)", Cluster<float>(n, d, 1, 20));
   add("gated window", Gated<SlidingWindow<float>>(SlidingWindow<float>(n), abc::Vector<float>::Constant(d, 0.1f), 1.0f));
+  // TRAMS without expiry: n/2 newest tokens + the n/2 best-scoring older ones (released-code score).
+  const abc::select::KeyScore<float> trams_score(Mat::Random(d, d));
+  add("top-k eviction", TopKEviction<float>(std::max<Index>(n / 2, 1), n - n / 2, trams_score));
+  if (cfg.causal) {
+    // TRAMS proper (not a control): a FIFO pool of 2n tokens, reading n/2 recent + n/2 selected, fed
+    // in segments of 64 tokens (causal within a segment). State: the pool.
+    abc::select::TramsAttention<float> trams({2 * n, std::max<Index>(n / 2, 1), n - std::max<Index>(n / 2, 1)}, trams_score);
+    auto state = trams.make_state(d, d);
+    Mat out(N, d);
+    Row r{"trams (pool 2n)"};
+    r.ms = median_ms(cfg.repeat, [&] {
+      state.reset();
+      for (Index t0 = 0; t0 < N; t0 += 64) {
+        const Index c = std::min<Index>(64, N - t0);
+        trams.segment_into(state, q.middleRows(t0, c), k.middleRows(t0, c), v.middleRows(t0, c), out.middleRows(t0, c));
+      }
+    });
+    r.bytes = state.bytes();
+    r.max_err = double((out - exact).cwiseAbs().maxCoeff());
+    r.rms_err = std::sqrt(double((out - exact).squaredNorm()) / double(out.size()));
+    rows.push_back(r);
+  }
   // RFA on normalised q and k with σ = 1.6: softmax with inverse temperature s² ≈ 2.6 as D grows,
   // about the logits scale·q·k of this workload (|q|, |k| ≈ sqrt(d/3)). Its memory is 2D slots.
   for (Index D : {Index(64), Index(256)})

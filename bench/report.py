@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """abc bench: turn a Google Benchmark JSON run of bench_attention into the Markdown tables of
 bench/README.md (medians only), with each kernel's fraction of the measured FMA peak and its
 speed-up over exact softmax attention of the same form and N from the same run.
@@ -17,13 +17,17 @@ def main(path):
     for b in run["benchmarks"]:
         if b.get("aggregate_name") != "median":
             continue
-        name = b["run_name"]                      # e.g. bounded/mlp/forward/4096
-        parts = name.split("/")
-        n_tok = int(parts[-1])
-        kind = "/".join(parts[:-1])
+        parts = b["run_name"].split("/")          # e.g. bounded/mlp/forward/4096/64
+        nums = []
+        while parts and parts[-1].isdigit():
+            nums.insert(0, int(parts.pop()))
+        n_tok, slots = nums[0], (nums[1] if len(nums) > 1 else 64)
+        if slots != 64:                           # the README table is at n = 64; plots show the sweep
+            continue
+        kind = "/".join(parts)
         unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
         rows[(kind, n_tok)] = {
-            "seconds": b["real_time"] * unit,
+            "seconds": b["cpu_time"] * unit,
             "tokens_per_s": b.get("tokens_per_s", 0.0),
             "gflops": b.get("FLOPS", 0.0) / 1e9,
             "peak": b.get("peak_frac", 0.0),
