@@ -25,11 +25,26 @@ std::atomic<bool> armed{false};
 std::atomic<long> allocations{0};
 }  // namespace
 
+// AddressSanitizer brings its own operator new and delete, which a replacement cannot mix with
+// (memory from its new, e.g. inside the precompiled Catch2 library, would reach our delete): under
+// ASan only Eigen's guard runs, and the operator-new count is checked in the other builds.
+#if defined(__SANITIZE_ADDRESS__)
+#  define ABC_TEST_COUNT_NEW 0
+#elif defined(__has_feature)
+#  if __has_feature(address_sanitizer)
+#    define ABC_TEST_COUNT_NEW 0
+#  endif
+#endif
+#ifndef ABC_TEST_COUNT_NEW
+#  define ABC_TEST_COUNT_NEW 1
+#endif
+
+#if ABC_TEST_COUNT_NEW
 // The replacements pair malloc with free, which is correct; GCC's -Wmismatched-new-delete only
 // sees "operator new" released by free() and cannot know new is malloc here.
-#if defined(__GNUC__) && !defined(__clang__)
-#  pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
+#  if defined(__GNUC__) && !defined(__clang__)
+#    pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#  endif
 
 void* operator new(std::size_t size) {
   if (armed.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);
@@ -38,6 +53,7 @@ void* operator new(std::size_t size) {
 }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#endif
 
 namespace {
 
@@ -81,6 +97,6 @@ TEMPLATE_TEST_CASE("step_into allocates nothing", "[allocations][step]", float, 
   allocations = 0;
   std::vector<int> counted(3);
   armed = false;
-  REQUIRE(allocations.load() == 1);
+  if (ABC_TEST_COUNT_NEW) REQUIRE(allocations.load() == 1);
   REQUIRE(counted.size() == 3);
 }
