@@ -42,7 +42,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 stage "3/6 scalar kernels (ABC_NO_SIMD=ON, g++)"
 cmake -S . -B build-nosimd -DCMAKE_BUILD_TYPE=Release -DABC_NO_SIMD=ON \
   "${lean[@]}" -DABC_BUILD_EXAMPLES=OFF
-cmake --build build-nosimd -j"$jobs" --target abc_tests
+cmake --build build-nosimd -j"$jobs" --target abc_tests abc_alloc_tests
 ctest --test-dir build-nosimd --output-on-failure -j"$jobs" -E "$skip"
 
 stage "4/6 benches with clang++ (build only)"
