@@ -22,7 +22,7 @@ namespace {
 
 using abc::Index;
 using Mat = abc::Matrix<float>;
-constexpr Index kD = 64, kSlots = 64;
+constexpr Index kD = 64;
 
 struct Inputs {
   Mat q, k, v;
