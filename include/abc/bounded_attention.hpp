@@ -510,22 +510,15 @@ class BoundedAttention {
       SparseWrite<T, Control::max_writes> sw;
       control_.schedule(t, input, s.norm_, sw);
       detail::apply_sparse<T, Control::max_writes>(view(s), sw, k, v);
-      for (Index l = 0; l < n; ++l) scores[l] = sc * kernel::dot(s.keys_.row(l).data(), q.data(), d);
+      kernel::rows_dot<false>(s.keys_.data(), d, n, d, a, w, k.data(), q.data(), sc, scores);
     } else {
       control_.schedule(t, rows(input), s.norm_, s.scratch_.row(1), s.scratch_.row(2));
       detail::mark_written<T>(s.scratch_.row(2), s.written_);
-      for (Index l = 0; l < n; ++l)
-        scores[l] = sc * kernel::update_dot(s.keys_.row(l).data(), a[l], w[l], k.data(), q.data(), d);
+      kernel::rows_dot<true>(s.keys_.data(), d, n, d, a, w, k.data(), q.data(), sc, scores);
     }
     detail::softmax_slots(scores, n, s.written_.data(), masked(), range_of(control_, t)(0));
-    out.setZero();
-    for (Index l = 0; l < n; ++l) {
-      if constexpr (sparse) {
-        if (scores[l] != T(0)) kernel::axpy(scores[l], s.values_.row(l).data(), out.data(), dv);
-      } else {
-        kernel::update_axpy(s.values_.row(l).data(), a[l], w[l], v.data(), scores[l], out.data(), dv);
-      }
-    }
+    // A one-hot write has already been applied: the second pass only reads Ṽ.
+    kernel::rows_axpy<!sparse>(s.values_.data(), dv, n, dv, a, w, v.data(), scores, out.data());
   }
 
   Control control_;

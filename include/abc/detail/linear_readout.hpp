@@ -26,10 +26,9 @@ template <class T>
 void step_linear(Matrix<T>& values, T* z, const T* phi_q, const T* a, const T* w, const T* v, T floor,
                  T* out, Index dv) {
   const Index n = values.rows();
-  std::fill(out, out + dv, T(0));
+  kernel::rows_axpy<true>(values.data(), dv, n, dv, a, w, v, phi_q, out);
   T den = T(0);
   for (Index l = 0; l < n; ++l) {
-    kernel::update_axpy(values.row(l).data(), a[l], w[l], v, phi_q[l], out, dv);
     z[l] = a[l] * z[l] + w[l];
     den += phi_q[l] * z[l];
   }

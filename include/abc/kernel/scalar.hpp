@@ -65,6 +65,35 @@ void axpy(T p, const T* x, T* out, Index n) noexcept {
   for (Index j = 0; j < n; ++j) out[j] += p * x[j];
 }
 
+// Over n rows of width d at stride ld: row_l ← a_l · row_l + w_l · x when Update, then
+// dots_l = scale · (row_l · q).
+template <bool Update, class T>
+void rows_dot(T* rows, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
+              T* dots) noexcept {
+  for (Index l = 0; l < n; ++l) {
+    T* row = rows + l * ld;
+    if constexpr (Update)
+      dots[l] = scale * update_dot(row, a[l], w[l], x, q, d);
+    else
+      dots[l] = scale * dot(row, q, d);
+  }
+}
+
+// Over n rows of width dv at stride ld: row_l ← a_l · row_l + w_l · x when Update, and
+// out = Σ_l p_l · row_l (overwritten). Without Update, rows with p_l = 0 are not read.
+template <bool Update, class T>
+void rows_axpy(T* rows, Index ld, Index n, Index dv, const T* a, const T* w, const T* x, const T* p,
+               T* out) noexcept {
+  for (Index j = 0; j < dv; ++j) out[j] = T(0);
+  for (Index l = 0; l < n; ++l) {
+    T* row = rows + l * ld;
+    if constexpr (Update)
+      update_axpy(row, a[l], w[l], x, p[l], out, dv);
+    else if (p[l] != T(0))
+      axpy(p[l], row, out, dv);
+  }
+}
+
 }  // namespace scalar
 }  // namespace kernel
 }  // namespace abc
