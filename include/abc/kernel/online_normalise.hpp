@@ -45,8 +45,10 @@ void online_normalise(const T* lam, T* m, T* z, T* decay, T* write, Index n, boo
     const B add = xsimd::select(lv == ninf, zero, xsimd::exp(safe(lv - m_new)));
     const B z_new = xsimd::fma(keep, zv, add);
     const auto live = z_new > zero;
-    const B decay_v = prefix ? keep * zv / z_new : one;
-    xsimd::select(live, decay_v, one).store_unaligned(decay + l);
+    if (prefix)
+      xsimd::select(live, keep * zv / z_new, one).store_unaligned(decay + l);
+    else
+      one.store_unaligned(decay + l);
     xsimd::select(live, add / z_new, zero).store_unaligned(write + l);
     xsimd::select(live, m_new, mv).store_unaligned(m + l);
     z_new.store_unaligned(z + l);
