@@ -131,9 +131,10 @@ void run_eigen_mlp(benchmark::State& st, const std::string& form) {
 }
 
 template <class C>
-void run_bounded(benchmark::State& st, const C& control, bool dense, const std::string& form) {
+void run_bounded(benchmark::State& st, const C& control, bool dense, const std::string& form,
+                 abc::Options options = {}) {
   const Index n_tok = st.range(0);
-  abc::BoundedAttention attn{control};
+  abc::BoundedAttention attn{control, options};
   const Inputs in(n_tok);
   const double n = double(attn.num_slots()), d = kD, N = double(n_tok);
   double write = dense ? abc_bench::dense_write_flops(N, n, d, d) : abc_bench::onehot_write_flops(N, d, d);
@@ -269,6 +270,22 @@ void register_all() {
       for (Index n : lengths)
         for (Index slots : c.sweep ? std::vector<Index>{16, 64, 256} : std::vector<Index>{64}) b->Args({n, slots});
       b->Unit(form == "step" ? benchmark::kNanosecond : benchmark::kMicrosecond);
+    }
+  // The chunk size C (abc::Options::chunk) of the chunked causal kernel at N = 4096 and each n:
+  // the measurement behind the default. Names: chunk/<control>/forward_causal/<N>/<n>/<C>.
+  for (const std::string name : {"mlp", "rfa"})
+    for (const std::string form : {"forward_causal"}) {
+      auto* b = benchmark::RegisterBenchmark(("chunk/" + name + "/" + form).c_str(), [name, form](benchmark::State& st) {
+        abc::Options o;
+        o.chunk = st.range(2);
+        if (name == "mlp")
+          run_bounded(st, abc::control::Mlp<float>(kD, slots(st), 1), true, form, o);
+        else  // D = n/2 random features: n slots
+          run_bounded(st, rfa(slots(st) / 2), true, form, o);
+      });
+      for (Index n : {16, 64, 256})
+        for (Index c : {8, 16, 32, 64, 128, 256}) b->Args({4096, n, c});
+      b->Unit(benchmark::kMicrosecond);
     }
   // The same ABC-MLP mathematics in plain Eigen, written from the equations without the library's
   // chunking or kernels: what the library's kernels are measured against.

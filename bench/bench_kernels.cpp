@@ -18,7 +18,11 @@ using abc::Index;
 using Mat = abc::Matrix<float>;
 using Vec = abc::Vector<float>;
 
-template <bool Simd>
+enum class Path { simd, scalar, simd_per_row };
+
+// The update + dot and update + axpy passes, as the library runs them (rows_dot / rows_axpy, SIMD
+// or scalar) or a row at a time (update_dot / update_axpy per row: the kernels before rows_*).
+template <Path P>
 void step_rows(benchmark::State& st) {
   const Index n = st.range(0), d = st.range(1);
   Mat km = Mat::Random(n, d), vm = Mat::Random(n, d);
@@ -26,22 +30,55 @@ void step_rows(benchmark::State& st) {
             k = Vec::Random(d), v = Vec::Random(d);
   Vec scores(n), out(d);
   for (auto _ : st) {
-    for (Index l = 0; l < n; ++l)
-      scores[l] = Simd ? abc::kernel::update_dot(km.row(l).data(), a[l], w[l], k.data(), q.data(), d)
-                       : abc::kernel::scalar::update_dot(km.row(l).data(), a[l], w[l], k.data(), q.data(), d);
+    if constexpr (P == Path::simd)
+      abc::kernel::rows_dot<true>(km.data(), d, n, d, a.data(), w.data(), k.data(), q.data(), 1.0f, scores.data());
+    else if constexpr (P == Path::scalar)
+      abc::kernel::scalar::rows_dot<true>(km.data(), d, n, d, a.data(), w.data(), k.data(), q.data(), 1.0f, scores.data());
+    else
+      for (Index l = 0; l < n; ++l)
+        scores[l] = abc::kernel::update_dot(km.row(l).data(), a[l], w[l], k.data(), q.data(), d);
     scores /= scores.cwiseAbs().sum() + 1.0f;  // stand-in for the softmax, keeps values bounded
-    out.setZero();
-    for (Index l = 0; l < n; ++l) {
-      if (Simd)
+    if constexpr (P == Path::simd) {
+      abc::kernel::rows_axpy<true>(vm.data(), d, n, d, a.data(), w.data(), v.data(), scores.data(), out.data());
+    } else if constexpr (P == Path::scalar) {
+      abc::kernel::scalar::rows_axpy<true>(vm.data(), d, n, d, a.data(), w.data(), v.data(), scores.data(), out.data());
+    } else {
+      out.setZero();
+      for (Index l = 0; l < n; ++l)
         abc::kernel::update_axpy(vm.row(l).data(), a[l], w[l], v.data(), scores[l], out.data(), d);
-      else
-        abc::kernel::scalar::update_axpy(vm.row(l).data(), a[l], w[l], v.data(), scores[l], out.data(), d);
     }
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
   // update: 3 flops per element, dot/axpy: 2 more; two matrices of n × d.
   st.counters["FLOPS"] = benchmark::Counter(2.0 * 5.0 * double(n * d), benchmark::Counter::kIsIterationInvariantRate,
+                                            benchmark::Counter::OneK::kIs1000);
+}
+
+// The read-only passes of a one-hot control's step (the row write is O(d) and done before them).
+template <bool Simd>
+void read_rows(benchmark::State& st) {
+  const Index n = st.range(0), d = st.range(1);
+  const Mat km = Mat::Random(n, d), vm = Mat::Random(n, d);
+  Mat kc = km, vc = vm;
+  const Vec q = Vec::Random(d), none = Vec::Zero(n);
+  Vec scores(n), out(d);
+  for (auto _ : st) {
+    if (Simd)
+      abc::kernel::rows_dot<false>(kc.data(), d, n, d, none.data(), none.data(), q.data(), q.data(), 1.0f, scores.data());
+    else
+      abc::kernel::scalar::rows_dot<false>(kc.data(), d, n, d, none.data(), none.data(), q.data(), q.data(), 1.0f,
+                                           scores.data());
+    scores /= scores.cwiseAbs().sum() + 1.0f;
+    if (Simd)
+      abc::kernel::rows_axpy<false>(vc.data(), d, n, d, none.data(), none.data(), q.data(), scores.data(), out.data());
+    else
+      abc::kernel::scalar::rows_axpy<false>(vc.data(), d, n, d, none.data(), none.data(), q.data(), scores.data(),
+                                            out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  st.counters["FLOPS"] = benchmark::Counter(2.0 * 2.0 * double(n * d), benchmark::Counter::kIsIterationInvariantRate,
                                             benchmark::Counter::OneK::kIs1000);
 }
 
@@ -62,8 +99,15 @@ void online_normalise(benchmark::State& st) {
 
 }  // namespace
 
-BENCHMARK_TEMPLATE(step_rows, true)->Name("step_rows/simd")->Args({64, 64})->Args({256, 64})->Args({64, 128});
-BENCHMARK_TEMPLATE(step_rows, false)->Name("step_rows/scalar")->Args({64, 64})->Args({256, 64})->Args({64, 128});
+BENCHMARK_TEMPLATE(step_rows, Path::simd)->Name("step_rows/simd")->Args({64, 64})->Args({256, 64})->Args({64, 128});
+BENCHMARK_TEMPLATE(step_rows, Path::scalar)->Name("step_rows/scalar")->Args({64, 64})->Args({256, 64})->Args({64, 128});
+BENCHMARK_TEMPLATE(step_rows, Path::simd_per_row)
+    ->Name("step_rows/simd_per_row")
+    ->Args({64, 64})
+    ->Args({256, 64})
+    ->Args({64, 128});
+BENCHMARK_TEMPLATE(read_rows, true)->Name("read_rows/simd")->Args({64, 64})->Args({256, 64});
+BENCHMARK_TEMPLATE(read_rows, false)->Name("read_rows/scalar")->Args({64, 64})->Args({256, 64});
 BENCHMARK_TEMPLATE(online_normalise, true)->Name("online_normalise/simd")->Arg(64)->Arg(256);
 BENCHMARK_TEMPLATE(online_normalise, false)->Name("online_normalise/scalar")->Arg(64)->Arg(256);
 

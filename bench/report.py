@@ -1,52 +1,104 @@
 #!/usr/bin/python3
 """abc bench: turn a Google Benchmark JSON run of bench_attention into the Markdown tables of
-bench/README.md (medians only), with each kernel's fraction of the measured FMA peak and its
-speed-up over exact softmax attention of the same form and N from the same run.
+bench/README.md (medians only):
 
-    bench/report.py bench/results/run1.json > table.md
+  1. every kernel at n = 64 and each N: time, tokens/s, GFLOP/s, fraction of the measured FMA
+     peak, state bytes and the speed-up over exact softmax attention of the same form and N;
+  2. the slot sweep at N = 4096: time and fraction of peak at n = 16, 64, 256;
+  3. the chunk-size sweep of the chunked causal kernel;
+  4. the library against the plain-Eigen ABC-MLP of the same run.
+
+    bench/report.py bench/results/run2.json > tables.md
 """
 import json
 import sys
 
 
-def main(path):
+def load(path):
     with open(path) as f:
         run = json.load(f)
-    ctx = run["context"]
     rows = {}
     for b in run["benchmarks"]:
-        if b.get("aggregate_name") != "median":
+        if b.get("aggregate_name", "median") != "median":
             continue
         parts = b["run_name"].split("/")          # e.g. bounded/mlp/forward/4096/64
         nums = []
         while parts and parts[-1].isdigit():
             nums.insert(0, int(parts.pop()))
-        n_tok, slots = nums[0], (nums[1] if len(nums) > 1 else 64)
-        if slots != 64:                           # the README table is at n = 64; plots show the sweep
-            continue
-        kind = "/".join(parts)
+        n_tok, second = nums[0], (nums[1] if len(nums) > 1 else 64)
+        if len(nums) > 2:                         # chunk/<control>/<form>/<N>/<n>/<C>
+            parts.append(str(second))             # kind chunk/mlp/forward_causal/64, keyed by C
+            second = nums[2]
         unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
-        rows[(kind, n_tok)] = {
+        rows[("/".join(parts), n_tok, second)] = {
             "seconds": b["cpu_time"] * unit,
             "tokens_per_s": b.get("tokens_per_s", 0.0),
             "gflops": b.get("FLOPS", 0.0) / 1e9,
             "peak": b.get("peak_frac", 0.0),
             "state": b.get("state_bytes", 0.0),
         }
+    return run["context"], rows
+
+
+def shown(t):
+    return f"{t * 1e9:.0f} ns" if t < 1e-5 else (f"{t * 1e6:.0f} µs" if t < 1e-2 else f"{t * 1e3:.1f} ms")
+
+
+def main(path):
+    ctx, rows = load(path)
     print(f"Machine: {ctx.get('host_name', '?')}, {ctx.get('num_cpus', '?')} CPUs at "
           f"{ctx.get('mhz_per_cpu', '?')} MHz; measured FMA peak {float(ctx['fma_peak_gflops']):.1f} "
-          f"GFLOP/s (one core, {ctx.get('simd', '?')}); date {ctx.get('date', '?')}.")
+          f"GFLOP/s (one core, {ctx.get('simd', '?')}); memory bandwidth (STREAM triad, one core) "
+          f"{float(ctx.get('memory_bandwidth_gbs', 0)):.1f} GB/s; date {ctx.get('date', '?')}.")
+    print()
+    print("### Every kernel at n = 64, d = dv = 64")
     print()
     print("| kernel | N | median | tokens/s | GFLOP/s | of peak | state bytes | vs softmax |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for (kind, n_tok), r in sorted(rows.items(), key=lambda kv: (kv[0][0].startswith("softmax"), kv[0])):
+    main_rows = {(k, n): r for (k, n, s), r in rows.items() if s == 64 and not k.startswith("chunk/")}
+    for (kind, n_tok), r in sorted(main_rows.items(), key=lambda kv: (kv[0][0].startswith("softmax"), kv[0])):
         form = kind.split("/")[-1]
-        base = rows.get((f"softmax/{form}", n_tok)) if form != "step" else None
+        base = main_rows.get((f"softmax/{form}", n_tok)) if form != "step" else None
         speed = f"{base['seconds'] / r['seconds']:.1f}×" if base and not kind.startswith("softmax") else ""
-        t = r["seconds"]
-        shown = f"{t * 1e9:.0f} ns" if t < 1e-5 else (f"{t * 1e6:.0f} µs" if t < 1e-2 else f"{t * 1e3:.1f} ms")
-        print(f"| {kind} | {n_tok} | {shown} | {r['tokens_per_s']:.3g} | {r['gflops']:.1f} | "
+        print(f"| {kind} | {n_tok} | {shown(r['seconds'])} | {r['tokens_per_s']:.3g} | {r['gflops']:.1f} | "
               f"{100 * r['peak']:.0f} % | {r['state']:.0f} | {speed} |")
+
+    print()
+    print("### Slot sweep at N = 4096 (median, and fraction of peak)")
+    print()
+    print("| kernel | n = 16 | n = 64 | n = 256 |")
+    print("|---|---:|---:|---:|")
+    for kind in sorted({k for (k, n, s) in rows if k.startswith("bounded/") and n == 4096 and s == 16}):
+        cells = []
+        for s in (16, 64, 256):
+            r = rows.get((kind, 4096, s))
+            cells.append(f"{shown(r['seconds'])} ({100 * r['peak']:.0f} %)" if r else "")
+        print(f"| {kind} | " + " | ".join(cells) + " |")
+
+    chunks = sorted((k, n, s) for (k, n, s) in rows if k.startswith("chunk/"))
+    if chunks:
+        print()
+        print("### Chunk size of the chunked causal kernel (N = 4096; rows: control, form, n)")
+        print()
+        sizes = sorted({s for (_, _, s) in chunks})
+        print("| kernel | " + " | ".join(f"C = {s}" for s in sizes) + " |")
+        print("|---|" + "---:|" * len(sizes))
+        for kind in sorted({k for (k, _, _) in chunks}):
+            cells = [shown(rows[(kind, 4096, s)]["seconds"]) if (kind, 4096, s) in rows else "" for s in sizes]
+            best = min(sizes, key=lambda s: rows[(kind, 4096, s)]["seconds"] if (kind, 4096, s) in rows else 1e9)
+            cells = [f"**{c}**" if s == best else c for c, s in zip(cells, sizes)]
+            print(f"| {kind.replace('chunk/', '')} | " + " | ".join(cells) + " |")
+
+    print()
+    print("### The library against plain Eigen (ABC-MLP, N = 4096, n = 64)")
+    print()
+    print("| form | library | plain Eigen | ratio |")
+    print("|---|---:|---:|---:|")
+    for form in ("forward", "forward_causal", "step"):
+        lib, eig = rows.get((f"bounded/mlp/{form}", 4096, 64)), rows.get((f"eigen_mlp/{form}", 4096, 64))
+        if lib and eig:
+            print(f"| {form} | {shown(lib['seconds'])} | {shown(eig['seconds'])} | "
+                  f"{eig['seconds'] / lib['seconds']:.2f}× |")
 
 
 if __name__ == "__main__":

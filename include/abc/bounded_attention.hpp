@@ -386,7 +386,7 @@ class BoundedAttention {
     state_type s = make_state(k.cols(), v.cols());
     const MatrixRef<T>& input = x ? *x : k;
     if constexpr (linear) {
-      const Index chunk = std::min(options_.chunk, std::max<Index>(k.rows(), 1));
+      const Index chunk = std::min(build_block, std::max<Index>(k.rows(), 1));
       detail::ChunkWorkspace<T> ws(chunk, control_.num_slots());
       auto z = s.norm_.row(1).transpose();
       for (Index t0 = 0; t0 < k.rows(); t0 += chunk) {
@@ -408,6 +408,11 @@ class BoundedAttention {
     }
   }
 
+  // Tokens per block of the non-causal memory build, which has no per-token reads: its cost is two
+  // GEMMs per block, flat from 64 to 256 tokens and 6-8 % slower at the causal kernel's 16
+  // (bench/README.md, "Chunk size"). Options::chunk is the causal kernel's.
+  static constexpr Index build_block = 128;
+
   // The memory of all N tokens (the final state of the recurrence).
   void build(const Control& ctl, state_type& s, const MatrixRef<T>& input, const MatrixRef<T>& k,
              const MatrixRef<T>& v) const {
@@ -420,7 +425,7 @@ class BoundedAttention {
         detail::apply_sparse<T, Control::max_writes>(view(s), sw, k.row(t).transpose(), v.row(t).transpose());
       }
     } else {
-      const Index chunk = std::min(options_.chunk, std::max<Index>(n_keys, 1));
+      const Index chunk = std::min(build_block, std::max<Index>(n_keys, 1));
       detail::ChunkWorkspace<T> ws(chunk, control_.num_slots());
       for (Index t0 = 0; t0 < n_keys; t0 += chunk) {
         const Index c = std::min(chunk, n_keys - t0);

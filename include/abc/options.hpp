@@ -30,8 +30,10 @@ struct Options {
   double scale = 0.0;
   EmptySlots empty_slots = EmptySlots::masked;
   CausalKernel causal_kernel = CausalKernel::automatic;
-  /// Tokens per chunk of the chunked causal kernel.
-  Index chunk = 64;
+  /// Tokens per chunk of the chunked causal kernel. 16 is the fastest of C ∈ {8 … 256} for
+  /// ABC-MLP and RFA at n ∈ {16, 64, 256}, d = 64 (bench/README.md, "Chunk size"): larger chunks
+  /// pay O(C²·n) per chunk for the chunk-local weights, smaller ones GEMMs too thin to be fast.
+  Index chunk = 16;
 };
 
 }  // namespace abc
