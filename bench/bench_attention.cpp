@@ -130,15 +130,16 @@ void run_eigen_mlp(benchmark::State& st, const std::string& form) {
   }
 }
 
+// `control_flops`: the control's own arithmetic per token (flops.hpp), on top of the write.
 template <class C>
 void run_bounded(benchmark::State& st, const C& control, bool dense, const std::string& form,
-                 abc::Options options = {}) {
+                 double control_flops = 0, abc::Options options = {}) {
   const Index n_tok = st.range(0);
   abc::BoundedAttention attn{control, options};
   const Inputs in(n_tok);
   const double n = double(attn.num_slots()), d = kD, N = double(n_tok);
   double write = dense ? abc_bench::dense_write_flops(N, n, d, d) : abc_bench::onehot_write_flops(N, d, d);
-  if constexpr (abc::detail::has_input_dim<C>::value) write += abc_bench::logit_flops(N, n, d);
+  write += N * control_flops;
   double read = abc_bench::read_flops(N, n, d, d);
   if constexpr (abc::detail::has_linear_readout<C>::value) {  // no K̃: features of k and q, then Ṽ
     write = abc_bench::feature_flops(N, n, d) + abc_bench::dense_write_flops(N, n, 0, d);
@@ -217,10 +218,11 @@ void register_all() {
       {"topk_eviction", [](benchmark::State& st, const std::string& f) {  // state bytes stay flat
          run_bounded(st, abc::control::TopKEviction<float>(slots(st) / 2, slots(st) - slots(st) / 2,
                                                           abc::select::KeyScore<float>(Mat::Random(kD, kD))),
-                     false, f);
+                     false, f, abc_bench::key_score_flops(kD));
        }},
       {"mlp", [](benchmark::State& st, const std::string& f) {
-         run_bounded(st, abc::control::Mlp<float>(kD, slots(st), 1), true, f);
+         run_bounded(st, abc::control::Mlp<float>(kD, slots(st), 1), true, f,
+                     abc_bench::logit_flops(1, double(slots(st)), kD));
        }},
       {"linformer", [](benchmark::State& st, const std::string& f) {
          // N_max = 2N: step runs past the prefill
@@ -244,12 +246,12 @@ void register_all() {
       {"cluster", [](benchmark::State& st, const std::string& f) {
          const Mat keys = Mat::Random(st.range(0), kD);
          run_bounded(st, abc::control::Cluster<float>(abc::control::Cluster<float>::kmeans(keys, slots(st), 1, 10).centroids),
-                     false, f);
+                     false, f, abc_bench::logit_flops(1, double(slots(st)), kD));  // distances to n centroids
        }},
       {"gated_window", [](benchmark::State& st, const std::string& f) {
          run_bounded(st, abc::control::Gated<abc::control::SlidingWindow<float>>(
                              abc::control::SlidingWindow<float>(slots(st)), abc::Vector<float>::Constant(kD, 0.1f), 1.0f),
-                     false, f);
+                     false, f, abc_bench::gate_flops(kD));
        }},
       // RFA at D = 32 has 2D = 64 slots: the same memory as the other controls' n = 64.
       {"rfa_D32", [](benchmark::State& st, const std::string& f) { run_bounded(st, rfa(32), true, f); }, false},
@@ -279,9 +281,10 @@ void register_all() {
         abc::Options o;
         o.chunk = st.range(2);
         if (name == "mlp")
-          run_bounded(st, abc::control::Mlp<float>(kD, slots(st), 1), true, form, o);
+          run_bounded(st, abc::control::Mlp<float>(kD, slots(st), 1), true, form,
+                      abc_bench::logit_flops(1, double(slots(st)), kD), o);
         else  // D = n/2 random features: n slots
-          run_bounded(st, rfa(slots(st) / 2), true, form, o);
+          run_bounded(st, rfa(slots(st) / 2), true, form, 0, o);
       });
       for (Index n : {16, 64, 256})
         for (Index c : {8, 16, 32, 64, 128, 256}) b->Args({4096, n, c});

@@ -44,7 +44,36 @@ def shown(t):
     return f"{t * 1e9:.0f} ns" if t < 1e-5 else (f"{t * 1e6:.0f} µs" if t < 1e-2 else f"{t * 1e3:.1f} ms")
 
 
+def kernels(run):
+    """bench_kernels: the SIMD kernels against the scalar ones, median times and their ratio."""
+    med = {}
+    for b in run["benchmarks"]:
+        if b.get("aggregate_name", "median") == "median":
+            unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
+            med[b["run_name"]] = (b["cpu_time"] * unit, b.get("FLOPS", 0.0) / 1e9)
+    print("| kernel | shape | SIMD | scalar | ratio | SIMD GFLOP/s |")
+    print("|---|---|---:|---:|---:|---:|")
+    for name, (t, gf) in sorted(med.items()):
+        kind, path, *shape = name.split("/")
+        if path != "simd":
+            continue
+        scalar = med.get("/".join([kind, "scalar", *shape]))
+        if scalar:
+            flops = f"{gf:.1f}" if gf else ""
+            print(f"| {kind} | {' × '.join(shape)} | {shown(t)} | {shown(scalar[0])} | {scalar[0] / t:.2f}× | {flops} |")
+    per_row = {n: v for n, v in med.items() if "/simd_per_row/" in n}
+    for name, (t, _) in sorted(per_row.items()):
+        simd = med.get(name.replace("simd_per_row", "simd"))
+        if simd:
+            print(f"\nstep_rows {name.split('/', 2)[2]}: one call per row {shown(t)}, whole blocks "
+                  f"{shown(simd[0])} ({t / simd[0]:.2f}×)")
+
+
 def main(path):
+    with open(path) as f:
+        run = json.load(f)
+    if "fma_peak_gflops" not in run["context"]:
+        return kernels(run)
     ctx, rows = load(path)
     print(f"Machine: {ctx.get('host_name', '?')}, {ctx.get('num_cpus', '?')} CPUs at "
           f"{ctx.get('mhz_per_cpu', '?')} MHz; measured FMA peak {float(ctx['fma_peak_gflops']):.1f} "

