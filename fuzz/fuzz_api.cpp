@@ -9,6 +9,8 @@
 //  - moderate inputs: forward_causal = prefill + step loop on a state, to a loose tolerance.
 #include <abc/abc.hpp>
 
+#include "fuzz.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -23,11 +25,6 @@
 namespace {
 
 using abc::Index;
-
-#define ABC_FUZZ_REQUIRE(cond) \
-  do {                         \
-    if (!(cond)) __builtin_trap(); \
-  } while (0)
 
 // "Unchanged" means bit for bit. operator== compares IEEE values, and a state may legitimately
 // hold ±inf or NaN after finite inputs whose products overflow the type (1e30 · 1e30 in float);
@@ -46,47 +43,7 @@ bool same_bits(const abc::State<T>& a, const abc::State<T>& b) {
   return true;
 }
 
-class Reader {
- public:
-  Reader(const std::uint8_t* data, std::size_t size) : p_(data), n_(size) {}
-  std::uint8_t byte() { return n_ ? (--n_, *p_++) : std::uint8_t{0}; }
-  Index index(Index lo, Index hi) { return lo + Index(byte()) % (hi - lo + 1); }  // [lo, hi]
-  std::uint64_t u64() {
-    std::uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v = (v << 8) | byte();
-    return v;
-  }
-  // A value: mostly moderate (multiples of 1/64 in [−4, 4)), sometimes a hostile one.
-  template <class T>
-  T value() {
-    const std::uint8_t kind = byte();
-    if (kind < 200) return T(int(kind) - 100) / T(25) + T(byte()) / T(4096);
-    switch (kind % 12) {
-      case 0: return std::numeric_limits<T>::quiet_NaN();
-      case 1: return std::numeric_limits<T>::infinity();
-      case 2: return -std::numeric_limits<T>::infinity();
-      case 3: return std::numeric_limits<T>::denorm_min();
-      case 4: return -std::numeric_limits<T>::denorm_min() * T(byte());
-      case 5: return T(1e30);  // float: 1e30 is finite (max 3.4e38)
-      case 6: return T(-1e30);
-      case 7: return T(0) * T(-1);
-      case 8: return T(1e4) * T(int(byte()) - 128);
-      case 9: return std::numeric_limits<T>::min();
-      case 10: return T(1e15);
-      default: return T(int(byte()) - 128) * T(1e-3);
-    }
-  }
-  template <class T>
-  abc::Matrix<T> matrix(Index r, Index c) {
-    abc::Matrix<T> m(r, c);
-    for (Index i = 0; i < m.size(); ++i) m.data()[i] = value<T>();
-    return m;
-  }
-
- private:
-  const std::uint8_t* p_;
-  std::size_t n_;
-};
+using abc_fuzz::Reader;
 
 template <class T>
 double max_abs(const abc::Matrix<T>& m) {  // NaN-aware: NaN or Inf gives +inf

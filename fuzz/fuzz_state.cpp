@@ -9,6 +9,8 @@
 #include <abc/abc.hpp>
 #include <abc/state_io.hpp>
 
+#include "fuzz.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -17,25 +19,16 @@ namespace {
 
 using abc::Index;
 
-#define ABC_FUZZ_REQUIRE(cond) \
-  do {                         \
-    if (!(cond)) __builtin_trap(); \
-  } while (0)
-
-struct Bytes {
-  const std::uint8_t* p;
-  std::size_t n;
-  std::uint8_t byte() { return n ? (--n, *p++) : std::uint8_t{0}; }
-};
+using abc_fuzz::Reader;
 
 template <class Control>
-void run(const Control& ctl, std::uint8_t mode, Bytes& in) {
+void run(const Control& ctl, std::uint8_t mode, Reader& in) {
   using T = typename Control::scalar_type;
   const abc::BoundedAttention<Control> attn{ctl};
   const Index d = 4, dv = 3;
   std::vector<std::uint8_t> blob;
   if (mode & 2) {
-    blob.assign(in.p, in.p + in.n);
+    blob.assign(in.rest(), in.rest() + in.rest_size());
   } else {
     auto s = attn.make_state(d, dv);
     const int steps = in.byte() % 8;
@@ -80,7 +73,7 @@ void run(const Control& ctl, std::uint8_t mode, Bytes& in) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  Bytes in{data, size};
+  Reader in(data, size);
   const std::uint8_t mode = in.byte();
   try {
     if (mode & 1)

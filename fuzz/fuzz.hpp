@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: MIT
+// abc fuzz: what both harnesses share: the trap on a broken invariant and the fuzz-input reader.
+#pragma once
+
+#include <abc/types.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+// A broken invariant traps, so libFuzzer reports it as a crash with the input that caused it.
+#define ABC_FUZZ_REQUIRE(cond)     \
+  do {                             \
+    if (!(cond)) __builtin_trap(); \
+  } while (0)
+
+namespace abc_fuzz {
+
+using abc::Index;
+
+// Reads the fuzz input front to back; past its end every byte reads as 0.
+class Reader {
+ public:
+  Reader(const std::uint8_t* data, std::size_t size) : p_(data), n_(size) {}
+  std::uint8_t byte() { return n_ ? (--n_, *p_++) : std::uint8_t{0}; }
+  // The bytes not read yet.
+  const std::uint8_t* rest() const noexcept { return p_; }
+  std::size_t rest_size() const noexcept { return n_; }
+  Index index(Index lo, Index hi) { return lo + Index(byte()) % (hi - lo + 1); }  // [lo, hi]
+  std::uint64_t u64() {
+    std::uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v = (v << 8) | byte();
+    return v;
+  }
+  // A value: mostly moderate (multiples of 1/64 in [−4, 4)), sometimes a hostile one.
+  template <class T>
+  T value() {
+    const std::uint8_t kind = byte();
+    if (kind < 200) return T(int(kind) - 100) / T(25) + T(byte()) / T(4096);
+    switch (kind % 12) {
+      case 0: return std::numeric_limits<T>::quiet_NaN();
+      case 1: return std::numeric_limits<T>::infinity();
+      case 2: return -std::numeric_limits<T>::infinity();
+      case 3: return std::numeric_limits<T>::denorm_min();
+      case 4: return -std::numeric_limits<T>::denorm_min() * T(byte());
+      case 5: return T(1e30);  // float: 1e30 is finite (max 3.4e38)
+      case 6: return T(-1e30);
+      case 7: return T(0) * T(-1);
+      case 8: return T(1e4) * T(int(byte()) - 128);
+      case 9: return std::numeric_limits<T>::min();
+      case 10: return T(1e15);
+      default: return T(int(byte()) - 128) * T(1e-3);
+    }
+  }
+  template <class T>
+  abc::Matrix<T> matrix(Index r, Index c) {
+    abc::Matrix<T> m(r, c);
+    for (Index i = 0; i < m.size(); ++i) m.data()[i] = value<T>();
+    return m;
+  }
+
+ private:
+  const std::uint8_t* p_;
+  std::size_t n_;
+};
+
+}  // namespace abc_fuzz
