@@ -11,7 +11,6 @@ Writes, all medians from the one run:
   state_bytes.png   decode state against N: flat for bounded controls, the KV cache for softmax;
   chunk.png         chunked causal time against the chunk size C (when the run has the sweep).
 """
-import json
 import os
 import sys
 
@@ -20,31 +19,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from benchjson import load  # noqa: E402
+
 # Up to 20 controls on one axis: 20 distinct colours, not the default cycle of 10.
 plt.rcParams["axes.prop_cycle"] = plt.cycler(color=plt.get_cmap("tab20").colors)
 
 FORMS = ("forward", "forward_causal", "step")
-
-
-def load(path):
-    with open(path) as f:
-        run = json.load(f)
-    rows = {}
-    for b in run["benchmarks"]:
-        if b.get("aggregate_name", "median") != "median":
-            continue
-        parts = b["run_name"].split("/")
-        nums = []
-        while parts and parts[-1].isdigit():
-            nums.insert(0, int(parts.pop()))
-        n_tok, second = nums[0], (nums[1] if len(nums) > 1 else 64)
-        if len(nums) > 2:                         # chunk/<control>/<form>/<N>/<n>/<C>
-            parts.append(str(second))             # kind chunk/mlp/forward_causal/64, keyed by C
-            second = nums[2]
-        unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
-        rows[("/".join(parts), n_tok, second)] = dict(seconds=b["cpu_time"] * unit, peak=b.get("peak_frac", 0.0),
-                                                      state=b.get("state_bytes", 0.0))
-    return run["context"], rows
 
 
 def family(kind):
