@@ -6,6 +6,7 @@
 //
 // `step_rows` is the dense decode step's two passes (update + dot over K̃'s rows, update + axpy
 // over Ṽ's rows) without the control and the softmax: the part the SIMD kernels replace.
+#include <abc/kernel/exp_sum.hpp>
 #include <abc/kernel/online_normalise.hpp>
 #include <abc/kernel/rows.hpp>
 #include <abc/types.hpp>
@@ -97,6 +98,33 @@ void online_normalise(benchmark::State& st) {
   st.counters["slots_per_s"] = benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The exponentials of the softmax over slots: the kernel, its scalar oracle, and the Eigen
+// expression the read used before (which is not exact at −∞ on SSE2/AVX2, see kernel/exp_sum.hpp).
+enum class ExpPath { simd, scalar, eigen };
+
+template <ExpPath P>
+void exp_sum(benchmark::State& st) {
+  const Index n = st.range(0);
+  const Vec logits = Vec::Random(n);
+  const float mx = logits.maxCoeff();
+  Vec a(n);
+  for (auto _ : st) {
+    a = logits;
+    float sum;
+    if (P == ExpPath::simd) {
+      sum = abc::kernel::exp_sum(a.data(), n, mx);
+    } else if (P == ExpPath::scalar) {
+      sum = abc::kernel::scalar::exp_sum(a.data(), n, mx);
+    } else {
+      a = (a.array() - mx).exp().matrix();
+      sum = a.sum();
+    }
+    benchmark::DoNotOptimize(sum);
+    benchmark::DoNotOptimize(a.data());
+  }
+  st.counters["slots_per_s"] = benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 }  // namespace
 
 BENCHMARK_TEMPLATE(step_rows, Path::simd)->Name("step_rows/simd")->Args({64, 64})->Args({256, 64})->Args({64, 128});
@@ -110,5 +138,9 @@ BENCHMARK_TEMPLATE(read_rows, true)->Name("read_rows/simd")->Args({64, 64})->Arg
 BENCHMARK_TEMPLATE(read_rows, false)->Name("read_rows/scalar")->Args({64, 64})->Args({256, 64});
 BENCHMARK_TEMPLATE(online_normalise, true)->Name("online_normalise/simd")->Arg(64)->Arg(256);
 BENCHMARK_TEMPLATE(online_normalise, false)->Name("online_normalise/scalar")->Arg(64)->Arg(256);
+
+BENCHMARK_TEMPLATE(exp_sum, ExpPath::simd)->Name("exp_sum/simd")->Arg(64)->Arg(256);
+BENCHMARK_TEMPLATE(exp_sum, ExpPath::scalar)->Name("exp_sum/scalar")->Arg(64)->Arg(256);
+BENCHMARK_TEMPLATE(exp_sum, ExpPath::eigen)->Name("exp_sum/eigen")->Arg(64)->Arg(256);
 
 BENCHMARK_MAIN();

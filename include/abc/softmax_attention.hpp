@@ -8,6 +8,7 @@
 
 #include "config.hpp"
 #include "detail/check.hpp"
+#include "kernel/exp_sum.hpp"
 #include "types.hpp"
 
 namespace abc {
@@ -100,8 +101,7 @@ class SoftmaxAttention {
           const T m_new = std::max(row_max[i], sb.row(i).maxCoeff());
           // m_new is finite: every row has at least one visible key (key q0 + i ≥ k0 when causal).
           fix[i] = row_max[i] == -inf ? T(0) : std::exp(row_max[i] - m_new);
-          sb.row(i).array() = (sb.row(i).array() - m_new).exp();
-          row_sum[i] = row_sum[i] * fix[i] + sb.row(i).sum();
+          row_sum[i] = row_sum[i] * fix[i] + kernel::exp_sum(&sb(i, 0), ck, m_new);  // rows are contiguous
           row_max[i] = m_new;
         }
         a.array().colwise() *= fix.head(rq);

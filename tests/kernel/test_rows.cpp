@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // abc tests: the SIMD row kernels against the scalar ones (kernel/scalar.hpp is the oracle), at
 // lengths around the batch width and at unaligned addresses.
+#include <abc/detail/readout.hpp>
+#include <abc/kernel/exp_sum.hpp>
 #include <abc/kernel/online_normalise.hpp>
 #include <abc/kernel/rows.hpp>
 
@@ -187,4 +189,78 @@ TEMPLATE_TEST_CASE("online_normalise matches the scalar oracle, including −∞
         }
       }
     }
+}
+
+// The exponentials of a softmax row: −∞ and every exponent below log(smallest normal) give exactly
+// 0 in both paths (the SIMD one must not inherit the tiny non-zero of Eigen 3.4's SSE2/AVX2 exp).
+TEMPLATE_TEST_CASE("exp_sum matches the scalar oracle and its definition; −∞ and underflow give exactly 0",
+                   "[kernel][exp_sum]", float, double) {
+  using T = TestType;
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  const double lo = std::log(double(std::numeric_limits<T>::min()));
+  for (Index n : lengths<T>())
+    for (T shift : {T(0), T(2.5), T(-1e3)}) {
+      INFO("n = " << n << ", shift " << shift);
+      auto x = data<T>(n, 20);
+      for (Index j = 0; j <= n; ++j) {
+        T& e = x[size_t(j)];
+        e = shift + T(4) * (e - T(1));                  // exponents in [−8, 0]
+        if (j % 5 == 1) e = -inf;                        // a masked slot
+        if (j % 7 == 2) e = shift + T(lo) * T(1.5);      // underflows
+        if (j % 11 == 3) e = shift + T(lo) + T(1);       // just above the smallest normal
+        if (j % 13 == 4) e = shift;                      // the row's max
+      }
+      auto a = x, b = x;
+      const T sum_a = abc::kernel::exp_sum(a.data() + 1, n, shift);
+      const T sum_b = abc::kernel::scalar::exp_sum(b.data() + 1, n, shift);
+      REQUIRE(a[0] == x[0]);  // the element before the row is untouched
+      REQUIRE(std::abs(double(sum_a - sum_b)) <= tol<T>(n) * std::max(1.0, double(sum_b)));
+      double sum_def = 0;
+      for (Index j = 1; j <= n; ++j) {
+        const size_t i = size_t(j);
+        const double e = double(x[i]) - double(shift);
+        const double want = e >= lo ? std::exp(e) : 0.0;  // the definition, in double
+        sum_def += double(b[i]);
+        INFO("j = " << j << ", exponent " << e);
+        REQUIRE((a[i] == T(0)) == (want == 0.0));
+        REQUIRE((b[i] == T(0)) == (want == 0.0));
+        REQUIRE(std::abs(double(a[i]) - want) <= 4 * tol<T>(1) * want);
+        REQUIRE(std::abs(double(b[i]) - want) <= 4 * tol<T>(1) * want);
+      }
+      REQUIRE(std::abs(double(sum_b) - sum_def) <= tol<T>(n) * std::max(1.0, sum_def));
+    }
+}
+
+// The softmax over slots gives a slot it may not read (masked, outside the control's range, or a
+// score that is not a number) exactly 0, and the readable ones sum to 1.
+TEMPLATE_TEST_CASE("softmax_slots: unreadable slots get exactly 0", "[kernel][exp_sum]", float, double) {
+  using T = TestType;
+  for (Index n : lengths<T>()) {
+    if (n == 0) continue;  // every control has at least one slot
+    INFO("n = " << n);
+    std::vector<std::uint8_t> written(size_t(n) + 1, 1);
+    auto logits = data<T>(n, 30);
+    for (Index l = 0; l < n; ++l) {
+      if (l % 7 == 3) written[size_t(l)] = 0;
+      if (l % 11 == 5) logits[size_t(l)] = std::numeric_limits<T>::quiet_NaN();
+      if (l % 13 == 6) logits[size_t(l)] = T(-1e4);  // readable, but exp(−1e4 − max) underflows: 0 too
+    }
+    const abc::detail::SlotRange range{std::min<Index>(1, n), std::max<Index>(n - 2, std::min<Index>(1, n))};
+    const bool any = abc::detail::softmax_slots(logits.data(), n, written.data(), true, range);
+    double total = 0;
+    Index readable_count = 0;
+    for (Index l = 0; l < n; ++l) {
+      const bool readable = l >= range.lo && l < range.hi && l % 7 != 3 && l % 11 != 5;
+      INFO("slot " << l);
+      if (readable && l % 13 != 6) {
+        REQUIRE(logits[size_t(l)] > T(0));
+      } else {
+        REQUIRE(logits[size_t(l)] == T(0));
+      }
+      readable_count += readable;
+      total += double(logits[size_t(l)]);
+    }
+    REQUIRE(any == (readable_count > 0));
+    REQUIRE(std::abs(total - (any ? 1.0 : 0.0)) <= tol<T>(n));
+  }
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "../kernel/exp_sum.hpp"
 #include "../types.hpp"
 
 namespace abc {
@@ -54,8 +55,7 @@ bool softmax_slots(T* logits, Index n, const std::uint8_t* written, bool mask, S
     a /= a.sum();
     return true;
   }
-  a = (a - m).exp();
-  a /= a.sum();
+  a /= kernel::exp_sum(logits, n, m);  // ≥ 1: the max entry contributes exp(0)
   return true;
 }
 

@@ -9,20 +9,6 @@
 namespace abc {
 namespace kernel {
 
-#ifndef ABC_NO_SIMD
-namespace detail {
-// Horizontal sum: xsimd 8 calls it hadd, later versions reduce_add.
-template <class B>
-auto hsum(const B& b) noexcept {
-#  if XSIMD_VERSION_MAJOR >= 9
-  return xsimd::reduce_add(b);
-#  else
-  return xsimd::hadd(b);
-#  endif
-}
-}  // namespace detail
-#endif
-
 /// row ← a · row + w · x, returning (updated row) · q: one pass over the row. Rows of any length
 /// and alignment; the tail past the last full batch takes the scalar path.
 template <class T>

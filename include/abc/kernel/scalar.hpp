@@ -32,6 +32,20 @@ void online_normalise(const T* lam, T* m, T* z, T* decay, T* write, Index n, boo
   }
 }
 
+// x ← exp(x − shift) over n entries, returning their sum; exponents below log of the smallest
+// normal (and −∞) give exactly 0, as the SIMD path's exp does (see kernel::exp_sum).
+template <class T>
+T exp_sum(T* x, Index n, T shift) noexcept {
+  const T lo = std::log(std::numeric_limits<T>::min());
+  T sum = T(0);
+  for (Index l = 0; l < n; ++l) {
+    const T e = x[l] - shift;
+    x[l] = e >= lo ? std::exp(e) : T(0);
+    sum += x[l];
+  }
+  return sum;
+}
+
 // row ← a · row + w · x, and returns row · q (the updated row), over n entries.
 template <class T>
 T update_dot(T* row, T a, T w, const T* x, const T* q, Index n) noexcept {

@@ -21,6 +21,18 @@ inline constexpr bool simd_enabled = true;
 /// The widest batch of T the build targets (xsimd::default_arch, set by -march / -m flags).
 template <class T>
 using batch = xsimd::batch<T>;
+
+namespace detail {
+// Horizontal sum: xsimd 8 calls it hadd, later versions reduce_add.
+template <class B>
+auto hsum(const B& b) noexcept {
+#  if XSIMD_VERSION_MAJOR >= 9
+  return xsimd::reduce_add(b);
+#  else
+  return xsimd::hadd(b);
+#  endif
+}
+}  // namespace detail
 #endif
 
 }  // namespace kernel

@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. kernel::exp_sum, the exponentials of a softmax row.
+#pragma once
+
+#include <cmath>
+#include <limits>
+
+#include "../types.hpp"
+#include "scalar.hpp"
+#include "simd.hpp"
+
+namespace abc {
+namespace kernel {
+
+/**
+ * \brief x ← exp(x − shift) in place over n entries, returning their sum: the exponentials of a
+ * softmax row whose largest entry is `shift` (every exponent ≤ 0, so nothing overflows).
+ *
+ * −∞ entries (masked slots, hidden keys) give exactly 0, and so does any exponent below log of the
+ * smallest normal number (−87.3 in float, −708.4 in double): such a weight is below the rounding
+ * of a sum that is ≥ 1, and flushing it in both paths keeps the SIMD and scalar paths equal on
+ * which weights are zero. Eigen's vectorised exp is not used: Eigen 3.4 returns a tiny positive
+ * number, not 0, for −∞ and for exponents below about −708 (double, SSE2 and AVX2 paths) or −104
+ * (float, SSE2 path), so a masked slot would keep a weight.
+ *
+ * \param x [n] in/out, entries ≤ shift or −∞ (not NaN); \param shift finite
+ */
+template <class T>
+T exp_sum(T* x, Index n, T shift) noexcept {
+#ifdef ABC_NO_SIMD
+  return scalar::exp_sum(x, n, shift);
+#else
+  using B = batch<T>;
+  constexpr Index width = Index(B::size);
+  const T lo_s = std::log(std::numeric_limits<T>::min());
+  const B s(shift), lo(lo_s), zero(T(0));
+  B acc(T(0));
+  Index l = 0;
+  for (; l + width <= n; l += width) {
+    const B e = B::load_unaligned(x + l) - s;
+    const auto live = e >= lo;
+    // exp's argument is kept ≥ lo: xsimd converts round(e · log2 e) to an integer before its own
+    // range select, which for −∞ is undefined behaviour (UBSan: float-cast-overflow).
+    const B r = xsimd::select(live, xsimd::exp(xsimd::select(live, e, lo)), zero);
+    r.store_unaligned(x + l);
+    acc += r;
+  }
+  // The tail takes the scalar path; a slot always falls in the same path for a given n, so the
+  // step, chunked and split runs compute it identically.
+  return detail::hsum(acc) + scalar::exp_sum(x + l, n - l, shift);
+#endif
+}
+
+}  // namespace kernel
+}  // namespace abc
