@@ -337,3 +337,47 @@ TEMPLATE_TEST_CASE("Mlp: finite inputs whose logits overflow never put NaN into 
   REQUIRE(out.allFinite());
   REQUIRE(out(1, 0) == T(5));  // the NaN score takes nothing, the infinite one everything
 }
+
+TEMPLATE_TEST_CASE("Mlp relu: subnormal logits keep their weights in every kernel (fuzz regression)",
+                   "[control][mlp][numerics]", float, double) {
+  using T = TestType;
+  // Logits that are subnormal but exact: integer weights times inputs that are small integers
+  // times 2^(min_exponent − digits/2), so every product and sum is a multiple of that power of two,
+  // below the smallest normal and far above the subnormal spacing. relu's α = s must still weigh the tokens by s: Eigen 3.4's
+  // vectorised log (SSE2, AVX2) reads every subnormal as the smallest normal, which made all
+  // weights equal in the lanes it computed and exact in its scalar tail, so the step loop (rows of
+  // n) and the chunked kernel (blocks of c × n) disagreed. Found by fuzz_api.
+  const int e = std::numeric_limits<T>::min_exponent - std::numeric_limits<T>::digits / 2;
+  const T tiny = std::ldexp(T(1), e);
+  REQUIRE(tiny < std::numeric_limits<T>::min());
+  REQUIRE(tiny > T(0));
+  const Index d = 5, dv = 4, dx = 3, n = 7, n_tok = 41;
+  abc::Matrix<T> w(n, dx), x(n_tok, dx);
+  const auto wr = ref::random<double>(n, dx, 811, 4.49), xr = ref::random<double>(n_tok, dx, 812, 3.49);
+  for (Index i = 0; i < n; ++i)
+    for (Index j = 0; j < dx; ++j) w(i, j) = T(std::round(wr(i, j)));
+  for (Index i = 0; i < n_tok; ++i)
+    for (Index j = 0; j < dx; ++j) x(i, j) = T(std::round(xr(i, j))) * tiny;
+  const abc::Matrix<T> logits = x * w.transpose();
+  REQUIRE((logits.array() > T(0)).count() >= n_tok * n / 4);  // many tokens carry (subnormal) mass
+  REQUIRE(logits.cwiseAbs().maxCoeff() < std::numeric_limits<T>::min());
+  auto q = ref::random<T>(n_tok, d, 813), k = ref::random<T>(n_tok, d, 814), v = ref::random<T>(n_tok, dv, 815);
+  const auto rq = ref::from(q), rk = ref::from(k), rv = ref::from(v);
+  for (auto norm : {Normalization::prefix, Normalization::per_token}) {
+    const MlpRef r{ref::from(w), ref::from(x), Activation::relu, norm};
+    const ref::Mat want = r.run(rq, rk, rv, 0.5, true);
+    INFO("normalization " << int(norm));
+    for (auto kernel : {abc::CausalKernel::chunked, abc::CausalKernel::recurrent})
+      for (Index chunk : {Index(1), Index(2), Index(16)}) {
+        abc::Options opts;
+        opts.scale = 0.5;
+        opts.causal_kernel = kernel;
+        opts.chunk = chunk;
+        abc::BoundedAttention attn{abc::control::Mlp<T>(w, Activation::relu, norm), opts};
+        INFO("kernel " << int(kernel) << ", chunk " << chunk);
+        ref::require_close(attn.forward_causal(q, k, v, x), want);
+        ref::require_close(step_loop(attn, q, k, v, x), want);
+        ref::require_close(attn.forward(q, k, v, x), r.run(rq, rk, rv, 0.5, false));
+      }
+  }
+}

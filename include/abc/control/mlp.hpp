@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -98,17 +99,33 @@ class Mlp {
   // Logits → log α in place, for the activation; −∞ where α = 0. Finite inputs can still overflow
   // W_φ x (keys near the type's limit): logits saturate to the finite range, and a logit that is
   // not a number (+∞ − ∞ inside the product) carries no mass, so the state never holds a NaN.
-  void to_log_weight(MatrixOut<Scalar>& s) const {
+  //
+  // Row by row: Eigen's vectorised log and exp differ from its scalar tail in the last bit, and a
+  // row of n logits puts slot ℓ in the same path every time, so step, chunked and split runs give
+  // the same weights bit for bit (a c × n block would put slot ℓ of token t in either path).
+  void to_log_weight(MatrixOut<Scalar>& logits) const {
     constexpr Scalar big = std::numeric_limits<Scalar>::max();
-    s.array() = s.array().isNaN().select(-std::numeric_limits<Scalar>::infinity(), s.array().min(big).max(-big));
-    switch (activation_) {
-      case Activation::sigmoid:  // log σ(s) = −softplus(−s), computed without overflow
-        s.array() = -((-s.array()).max(Scalar(0)) + (-s.array().abs()).exp().log1p());
-        break;
-      case Activation::relu:
-        s.array() = s.array().max(Scalar(0)).log();
-        break;
-      case Activation::exp: break;
+    constexpr Scalar tiny = std::numeric_limits<Scalar>::min();  // the smallest normal
+    constexpr int digits = std::numeric_limits<Scalar>::digits;
+    // Eigen 3.4's vectorised log (SSE2 and AVX2 paths) treats a subnormal input as the smallest
+    // normal, so relu of a subnormal logit would lose its weight; lifting by 2^digits makes every
+    // subnormal normal, and the exponent comes back out as digits · log 2.
+    const Scalar lift = std::ldexp(Scalar(1), digits);
+    const Scalar log_lift = Scalar(digits * 0.69314718055994530942);
+    for (Index t = 0; t < logits.rows(); ++t) {
+      auto s = logits.row(t).array();
+      s = s.isNaN().select(-std::numeric_limits<Scalar>::infinity(), s.min(big).max(-big));
+      switch (activation_) {
+        case Activation::sigmoid:  // log σ(s) = −softplus(−s), computed without overflow
+          s = -((-s).max(Scalar(0)) + (-s.abs()).exp().log1p());
+          break;
+        case Activation::relu: {
+          const auto r = s.max(Scalar(0));
+          s = (r < tiny).select(r * lift, r).log() - log_lift * (r < tiny).template cast<Scalar>();
+          break;
+        }
+        case Activation::exp: break;
+      }
     }
   }
 
