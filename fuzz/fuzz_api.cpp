@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: MIT
 // abc fuzz: the public API of BoundedAttention with fuzz-chosen control, shapes, options and values
 // (NaN, ±Inf, denormals, ±1e30 included). libFuzzer entry point; build with -DABC_BUILD_FUZZERS=ON
-// (clang). Invariants, each a trap on violation (besides any sanitizer report):
+// (clang). Controls: window, identity, ABC-MLP, Linformer, compressive, random slot, dilated, global
+// tokens, gated (learned and given gates), cluster, concatenation, TRAMS top-k eviction. Not RFA:
+// its linear readout divides by a denominator that may be arbitrarily close to 0 for finite inputs,
+// so neither the finiteness nor the two-orders invariant below holds for it (its floor is tested in
+// tests/control/test_random_feature.cpp). Invariants, each a trap on violation (besides any
+// sanitizer report):
 //  - validate*() returns Status::ok exactly when the matching call does not throw, and a call only
 //    ever throws abc::shape_error or abc::config_error;
 //  - a call that throws leaves the state equal (operator==) to a copy taken before;
@@ -105,8 +110,9 @@ void exercise(const Control& ctl, Reader& in, double weight_bound, bool grows) {
   a.k = in.matrix<T>(n_tok, d);
   a.v = in.matrix<T>(n_tok + off(3), dv);
   a.use_x = (skew & 0x10) != 0;
-  Index dx = d + off(4);
-  if constexpr (std::is_same<Control, abc::control::Mlp<T>>::value) dx = ctl.input_dim() + off(4);
+  Index dx = d + off(4);  // the key's width: the control input of a control that reads none of its own
+  if constexpr (abc::detail::has_input_dim<Control>::value)
+    if (ctl.input_dim() > 0) dx = ctl.input_dim() + off(4);
   a.x = in.matrix<T>(n_tok + off(5), dx);
   a.bound = std::max({max_abs(a.q), max_abs(a.k), max_abs(a.v), a.use_x ? max_abs(a.x) : 0.0, weight_bound});
   const double s = opts.scale > 0 ? opts.scale : 1.0;
@@ -203,7 +209,7 @@ void fuzz(Reader& in) {
     if (throws([&] { ctl.emplace(construct()); })) return;
     exercise(*ctl, in, weight_bound, grows);
   };
-  switch (kind % 7) {
+  switch (kind % 13) {
     case 0: make([&] { return abc::control::SlidingWindow<T>{n}; }, 0, false); break;
     case 1: make([&] { return abc::control::Identity<T>{n}; }, 0, false); break;
     case 2: {
@@ -235,9 +241,58 @@ void fuzz(Reader& in) {
       make([&] { return abc::control::RandomSlot<T>{n, seed}; }, 0, false);
       break;
     }
-    default: {
+    case 6: {
       const Index r = in.index(0, 4);
       make([&] { return abc::control::Dilated<T>{n, r}; }, 0, false);
+      break;
+    }
+    case 7: {  // positions may be negative or repeated (config errors)
+      std::vector<Index> pos(std::size_t(in.index(0, 8)));
+      for (auto& p : pos) p = in.index(-1, 70);
+      make([&] { return abc::control::GlobalTokens<T>{pos}; }, 0, false);
+      break;
+    }
+    case 8: {  // a learned gate over a window: every slot decays every token
+      const abc::Matrix<T> wg = in.matrix<T>(in.index(0, 8), 1);
+      const T bg = in.value<T>();
+      make([&] { return abc::control::Gated<abc::control::SlidingWindow<T>>{abc::control::SlidingWindow<T>{n}, wg.col(0), bg}; },
+           0, false);
+      break;
+    }
+    case 9: {  // given gates in [0, 1] (0 and 1 exactly, sometimes out of range): max_tokens = count
+      abc::Vector<T> g(in.index(0, 40));
+      for (Index i = 0; i < g.size(); ++i) {
+        const std::uint8_t b = in.byte();
+        g(i) = b == 255 ? T(1.5) : T(b % 65) / T(64);
+      }
+      make([&] { return abc::control::Gated<abc::control::Compressive<T>>{abc::control::Compressive<T>{2, n}, g}; },
+           0, false);
+      break;
+    }
+    case 10: {  // given centroids: slot = running mean of the keys nearest to it
+      const abc::Matrix<T> c = in.matrix<T>(n, in.index(0, 8));
+      make([&] { return abc::control::Cluster<T>{c}; }, 0, false);
+      break;
+    }
+    case 11: {
+      const Index g = in.index(0, 4);
+      std::vector<Index> pos;
+      for (Index i = 0; i < g; ++i) pos.push_back(3 * i + in.index(0, 2));
+      make([&] { return abc::control::Concat<abc::control::GlobalTokens<T>, abc::control::SlidingWindow<T>>{
+                     abc::control::GlobalTokens<T>{pos}, abc::control::SlidingWindow<T>{n}}; },
+           0, false);
+      break;
+    }
+    default: {  // TRAMS top-k eviction, by key norm or by a W_Q score
+      const Index recent = in.index(0, 6), topk = in.index(0, 6);
+      const std::uint8_t how = in.byte();
+      if (how % 2) {
+        make([&] { return abc::control::TopKEviction<T>{recent, topk, abc::select::KeyScore<T>::norm()}; }, 0, false);
+      } else {
+        const abc::Matrix<T> wq = in.matrix<T>(in.index(0, 8), in.index(0, 8));
+        const auto score_kind = static_cast<abc::select::ScoreKind>(how / 2 % 3);
+        make([&] { return abc::control::TopKEviction<T>{recent, topk, abc::select::KeyScore<T>{wq, score_kind}}; }, 0, false);
+      }
       break;
     }
   }
