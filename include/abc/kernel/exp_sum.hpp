@@ -32,8 +32,7 @@ T exp_sum(T* x, Index n, T shift) noexcept {
 #else
   using B = batch<T>;
   constexpr Index width = Index(B::size);
-  const T lo_s = std::log(std::numeric_limits<T>::min());
-  const B s(shift), lo(lo_s), zero(T(0));
+  const B s(shift), lo(scalar::log_min_normal<T>()), zero(T(0));
   B acc(T(0));
   Index l = 0;
   for (; l + width <= n; l += width) {

@@ -32,11 +32,17 @@ void online_normalise(const T* lam, T* m, T* z, T* decay, T* write, Index n, boo
   }
 }
 
+// log of the smallest normal number, (min_exponent − 1) · log 2: exp_sum's flush-to-zero bound.
+template <class T>
+constexpr T log_min_normal() noexcept {
+  return T((std::numeric_limits<T>::min_exponent - 1) * 0.69314718055994530942);
+}
+
 // x ← exp(x − shift) over n entries, returning their sum; exponents below log of the smallest
 // normal (and −∞) give exactly 0, as the SIMD path's exp does (see kernel::exp_sum).
 template <class T>
 T exp_sum(T* x, Index n, T shift) noexcept {
-  const T lo = std::log(std::numeric_limits<T>::min());
+  constexpr T lo = log_min_normal<T>();
   T sum = T(0);
   for (Index l = 0; l < n; ++l) {
     const T e = x[l] - shift;
