@@ -86,11 +86,14 @@ TEMPLATE_TEST_CASE("bad blobs are refused by name and leave the destination unto
   auto corrupt = good;
   corrupt[good.size() / 2] ^= 0x10;
   refused(corrupt, "checksum mismatch");
-  // A future version, resealed so only the version is wrong.
-  auto v2 = good;
-  v2[8] = 2;
-  reseal(v2);
-  refused(v2, "version is 2, expected 1");
+  // A future version, and version 1 (compiler-spelled control names, no slot positions), resealed
+  // so only the version is wrong.
+  for (std::uint8_t version : {std::uint8_t(3), std::uint8_t(1)}) {
+    auto other_version = good;
+    other_version[8] = version;
+    reseal(other_version);
+    refused(other_version, version == 3 ? "version is 3, expected 2" : "version is 1, expected 2");
+  }
   // A valid blob of another control.
   abc::BoundedAttention other{abc::control::Dilated<T>{5, 1}};
   auto ostate = other.make_state(d, dv);
@@ -105,7 +108,8 @@ TEMPLATE_TEST_CASE("bad blobs are refused by name and leave the destination unto
   refused(abc::save_state(other_type, other_type.make_state(d, dv)), "scalar size is");
   // A resealed blob with a non-finite memory value is still refused.
   auto nan_blob = good;
-  const std::size_t first_key = good.size() - 8 - 5 - sizeof(T) * (2 * 5 + 5 * dv + 5 * d);
+  // From the end: checksum, 5 written flags, 5 slot positions of 8 bytes, normaliser, Ṽ, K̃.
+  const std::size_t first_key = good.size() - 8 - 5 - 5 * 8 - sizeof(T) * (2 * 5 + 5 * dv + 5 * d);
   std::memset(&nan_blob[first_key], 0xff, sizeof(T));  // all-ones bits: a NaN
   reseal(nan_blob);
   refused(nan_blob, "non-finite");

@@ -10,6 +10,8 @@
 #include "concepts.hpp"
 #include "config.hpp"
 #include "detail/check.hpp"
+#include "detail/compose.hpp"
+#include "detail/control_kind.hpp"
 #include "detail/linear_readout.hpp"
 #include "detail/recurrence.hpp"
 #include "kernel/rows.hpp"
@@ -193,7 +195,7 @@ class BoundedAttention {
     if (d < 1) p = detail::at_least(Status::bad_config, "d", d, 1, "keys need a column");
     if (dv < 1) p = detail::at_least(Status::bad_config, "dv", dv, 1, "values need a column");
     if (p) detail::raise("abc::BoundedAttention::make_state", p);
-    state_type s(control_.num_slots(), linear ? 0 : d, dv);  // a linear readout keeps no K̃
+    state_type s(control_.num_slots(), linear ? 0 : d, dv, &kind);  // a linear readout keeps no K̃
     s.scratch_.resize(3, control_.num_slots());
     return s;
   }
@@ -318,6 +320,15 @@ class BoundedAttention {
                                  control_.num_slots(), v.cols(),
                                  "the state must come from make_state(d, dv) of this attention"))
         return p;
+      if (!detail::same_kind(state->kind_, &kind)) {
+        detail::Problem p;
+        p.status = Status::bad_config;
+        p.arg = "state";
+        p.rule = "a state belongs to the control type whose make_state made it";
+        p.actual_name = state->kind_ ? state->kind_->name : nullptr;
+        p.expected_name = kind.name;
+        return p;
+      }
     }
     if constexpr (detail::has_causal_problem<Control>::value)
       if (mode != Mode::non_causal)
@@ -367,16 +378,16 @@ class BoundedAttention {
   }
 
   // The control's schedule for tokens [t0, t0 + c) as dense rows of decays and writes.
-  static void fill(const Control& ctl, Index t0, Index c, const MatrixRef<T>& input,
-                   Matrix<T>& norm, detail::ChunkWorkspace<T>& ws) {
+  static void fill(const Control& ctl, Index t0, Index c, const MatrixRef<T>& input, Matrix<T>& norm,
+                   PositionsRow& positions, detail::ChunkWorkspace<T>& ws) {
     if constexpr (sparse) {
       for (Index t = 0; t < c; ++t) {
         SparseWrite<T, Control::max_writes> sw;
-        ctl.schedule(t0 + t, input.row(t).transpose(), norm, sw);
+        detail::sparse_schedule(ctl, t0 + t, input.row(t).transpose(), norm, positions, sw);
         detail::expand_sparse(sw, ws.decay.row(t), ws.write.row(t));
       }
     } else {
-      ctl.schedule(t0, input, norm, ws.decay.topRows(c), ws.write.topRows(c));
+      detail::dense_schedule(ctl, t0, input, norm, positions, ws.decay.topRows(c), ws.write.topRows(c));
     }
   }
 
@@ -421,7 +432,7 @@ class BoundedAttention {
       // One-hot writes: O(d) per token, no dense weights at all.
       for (Index t = 0; t < n_keys; ++t) {
         SparseWrite<T, Control::max_writes> sw;
-        ctl.schedule(t, input.row(t).transpose(), s.norm_, sw);
+        detail::sparse_schedule(ctl, t, input.row(t).transpose(), s.norm_, s.positions_, sw);
         detail::apply_sparse<T, Control::max_writes>(view(s), sw, k.row(t).transpose(), v.row(t).transpose());
       }
     } else {
@@ -429,7 +440,7 @@ class BoundedAttention {
       detail::ChunkWorkspace<T> ws(chunk, control_.num_slots());
       for (Index t0 = 0; t0 < n_keys; t0 += chunk) {
         const Index c = std::min(chunk, n_keys - t0);
-        fill(ctl, t0, c, input.middleRows(t0, c), s.norm_, ws);
+        fill(ctl, t0, c, input.middleRows(t0, c), s.norm_, s.positions_, ws);
         detail::advance_chunk<T>(view(s), ws, c, has_decay, k.middleRows(t0, c), v.middleRows(t0, c));
       }
     }
@@ -470,7 +481,7 @@ class BoundedAttention {
       detail::ChunkWorkspace<T> ws(chunk, control_.num_slots());
       for (Index t0 = 0; t0 < n_keys; t0 += chunk) {
         const Index c = std::min(chunk, n_keys - t0);
-        fill(control_, start + t0, c, input.middleRows(t0, c), s.norm_, ws);
+        fill(control_, start + t0, c, input.middleRows(t0, c), s.norm_, s.positions_, ws);
         detail::causal_chunk<T>(view(s), ws, c, has_decay, masked(), range_of(control_, start + t0), sc,
                                 q.middleRows(t0, c),
                              k.middleRows(t0, c), v.middleRows(t0, c), out.middleRows(t0, c));
@@ -513,11 +524,11 @@ class BoundedAttention {
       return;
     } else if constexpr (sparse) {
       SparseWrite<T, Control::max_writes> sw;
-      control_.schedule(t, input, s.norm_, sw);
+      detail::sparse_schedule(control_, t, input, s.norm_, s.positions_, sw);
       detail::apply_sparse<T, Control::max_writes>(view(s), sw, k, v);
       kernel::rows_dot<false>(s.keys_.data(), d, n, d, a, w, k.data(), q.data(), sc, scores);
     } else {
-      control_.schedule(t, rows(input), s.norm_, s.scratch_.row(1), s.scratch_.row(2));
+      detail::dense_schedule(control_, t, rows(input), s.norm_, s.positions_, s.scratch_.row(1), s.scratch_.row(2));
       detail::mark_written<T>(s.scratch_.row(2), s.written_);
       kernel::rows_dot<true>(s.keys_.data(), d, n, d, a, w, k.data(), q.data(), sc, scores);
     }
@@ -525,6 +536,8 @@ class BoundedAttention {
     // A one-hot write has already been applied: the second pass only reads Ṽ.
     kernel::rows_axpy<!sparse>(s.values_.data(), dv, n, dv, a, w, v.data(), scores, out.data());
   }
+
+  static constexpr const detail::ControlKind& kind = detail::control_kind_v<Control>;
 
   Control control_;
   Options options_;

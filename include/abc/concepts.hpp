@@ -2,6 +2,7 @@
 // abc: bounded-memory attention. What a control policy must provide, as detection traits.
 #pragma once
 
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -20,8 +21,16 @@
 //   // (b) dense: a block of tokens t0 .. t0 + rows - 1, decay and write are [rows × n]
 //   void schedule(Index t0, MatrixRef<T> x, MatrixOut<T> norm, MatrixOut<T> decay,
 //                 MatrixOut<T> write) const;
+//   // Either may take `PositionsOut positions` after `norm`: per-slot integers kept in the State
+//   // (the token each slot holds, −1 when empty), for controls whose schedule depends on them.
 //
 //   // Optional:
+//   static std::string tag();     // the control's name in state blobs, e.g. "abc::control::Mlp";
+//                                 // required by save_state / load_state, portable across compilers
+//   const char* slot_state_problem(MatrixRef<T> norm, PositionsRef positions, Index position) const noexcept;
+//                                 // why a loaded (norm, positions) cannot be this control's state
+//                                 // after `position` tokens, or nullptr; absent: the default rule
+//                                 // (detail::default_slot_state_problem)
 //   Index input_dim() const;      // width of the control input x; 0: the control reads no input
 //   Index max_tokens() const;     // capacity (Linformer N_max, compressive n·c); absent: unbounded
 //   static constexpr bool has_decay;  // false: a_t ≡ 1, the kernels skip every decay product
@@ -77,24 +86,66 @@ struct sparse_write_of<C, std::enable_if_t<has_scalar_type<C>::value && has_max_
 };
 
 template <class C, class = void>
-struct has_sparse_schedule : std::false_type {};
+struct has_plain_sparse_schedule : std::false_type {};
 template <class C>
-struct has_sparse_schedule<
+struct has_plain_sparse_schedule<
     C, std::void_t<typename C::scalar_type, typename sparse_write_of<C>::type,
                    decltype(std::declval<const C&>().schedule(
                        Index{}, std::declval<VectorRef<typename C::scalar_type>>(),
                        std::declval<MatrixOut<typename C::scalar_type>>(),
                        std::declval<typename sparse_write_of<C>::type&>()))>> : std::true_type {};
 
+// The same with per-slot positions after the normaliser.
 template <class C, class = void>
-struct has_dense_schedule : std::false_type {};
+struct has_positioned_sparse_schedule : std::false_type {};
 template <class C>
-struct has_dense_schedule<
+struct has_positioned_sparse_schedule<
+    C, std::void_t<typename C::scalar_type, typename sparse_write_of<C>::type,
+                   decltype(std::declval<const C&>().schedule(
+                       Index{}, std::declval<VectorRef<typename C::scalar_type>>(),
+                       std::declval<MatrixOut<typename C::scalar_type>>(), std::declval<PositionsOut>(),
+                       std::declval<typename sparse_write_of<C>::type&>()))>> : std::true_type {};
+
+template <class C, class = void>
+struct has_plain_dense_schedule : std::false_type {};
+template <class C>
+struct has_plain_dense_schedule<
     C, std::void_t<decltype(std::declval<const C&>().schedule(
            Index{}, std::declval<MatrixRef<typename C::scalar_type>>(),
            std::declval<MatrixOut<typename C::scalar_type>>(),
            std::declval<MatrixOut<typename C::scalar_type>>(),
            std::declval<MatrixOut<typename C::scalar_type>>()))>> : std::true_type {};
+
+template <class C, class = void>
+struct has_positioned_dense_schedule : std::false_type {};
+template <class C>
+struct has_positioned_dense_schedule<
+    C, std::void_t<decltype(std::declval<const C&>().schedule(
+           Index{}, std::declval<MatrixRef<typename C::scalar_type>>(),
+           std::declval<MatrixOut<typename C::scalar_type>>(), std::declval<PositionsOut>(),
+           std::declval<MatrixOut<typename C::scalar_type>>(),
+           std::declval<MatrixOut<typename C::scalar_type>>()))>> : std::true_type {};
+
+template <class C>
+struct has_sparse_schedule
+    : std::integral_constant<bool, has_plain_sparse_schedule<C>::value || has_positioned_sparse_schedule<C>::value> {};
+template <class C>
+struct has_dense_schedule
+    : std::integral_constant<bool, has_plain_dense_schedule<C>::value || has_positioned_dense_schedule<C>::value> {};
+
+template <class C, class = void>
+struct has_tag : std::false_type {};
+template <class C>
+struct has_tag<C, std::enable_if_t<std::is_convertible<decltype(C::tag()), std::string>::value>> : std::true_type {};
+
+template <class C, class = void>
+struct has_slot_state_problem : std::false_type {};
+template <class C>
+struct has_slot_state_problem<
+    C, std::enable_if_t<std::is_same<decltype(std::declval<const C&>().slot_state_problem(
+                                         std::declval<MatrixRef<typename C::scalar_type>>(),
+                                         std::declval<PositionsRef>(), Index{})),
+                                     const char*>::value>> : std::true_type {};
 
 template <class C, class = void>
 struct has_input_dim : std::false_type {};

@@ -37,4 +37,15 @@ struct SparseWrite {
   void add(Index slot, T decay, T weight) noexcept { writes[static_cast<std::size_t>(count++)] = {slot, decay, weight}; }
 };
 
+/**
+ * \brief Per-slot integers a control may keep in the State (token positions), [n].
+ *
+ * `State::slot_position(l)`; −1 in a fresh state. A control that keeps positions takes this as the
+ * argument after `norm` in its schedule (see abc/concepts.hpp); integers, so positions stay exact
+ * at any stream length whatever the scalar type.
+ */
+using PositionsRow = Eigen::Matrix<Index, 1, Eigen::Dynamic>;
+using PositionsOut = Eigen::Ref<PositionsRow>;
+using PositionsRef = Eigen::Ref<const PositionsRow>;
+
 }  // namespace abc

@@ -9,6 +9,8 @@
 #include <limits>
 #include <vector>
 
+#include "detail/control_kind.hpp"
+#include "schedule.hpp"
 #include "types.hpp"
 
 namespace abc {
@@ -26,8 +28,14 @@ struct StateAccess;  // serialisation (abc/state_io.hpp) reads and rebuilds the 
  * Σ_i exp(λ_iℓ − z_ℓ) k_i with z_ℓ = log Σ_i exp(λ_iℓ). It is carried split in two, row 0 the
  * running maximum m of the log-weights and row 1 the sum Z = Σ_i exp(λ_iℓ − m) ∈ [1, t], because
  * a single z = m + log Z would lose log Z to rounding once |m| is large (float's spacing at 1e4 is
- * 1e-3). Controls that do not normalise leave it at (−∞, 0). A State is a plain value: copy it to
- * fork a sequence.
+ * 1e-3). Controls that do not normalise leave it at (−∞, 0); controls with bookkeeping of their
+ * own keep it there instead (Cluster its counts, TopKEviction its scores, RFA its z). A control may
+ * also keep an integer per slot, `slot_position(l)` (TopKEviction: the token the slot holds; −1
+ * elsewhere), exact at any stream length.
+ *
+ * A State belongs to the control type that made it (BoundedAttention::make_state or load_state):
+ * a call with another control type refuses it, whatever the shapes. A State is a plain value:
+ * copy it to fork a sequence.
  *
  * \tparam T float or double.
  */
@@ -36,13 +44,8 @@ class State {
  public:
   using scalar_type = T;
 
+  /// No memory: make one with BoundedAttention::make_state (or fill this one with load_state).
   State() = default;
-  /// Empty memory of `num_slots` slots for keys of width `key_dim` and values of width `value_dim`.
-  State(Index num_slots, Index key_dim, Index value_dim)
-      : keys_(Matrix<T>::Zero(num_slots, key_dim)),
-        values_(Matrix<T>::Zero(num_slots, value_dim)),
-        norm_(empty_norm(num_slots)),
-        written_(static_cast<std::size_t>(num_slots), 0) {}
 
   Index num_slots() const noexcept { return keys_.rows(); }
   Index key_dim() const noexcept { return keys_.cols(); }
@@ -61,6 +64,8 @@ class State {
       z(l) = norm_(1, l) > T(0) ? norm_(0, l) + std::log(norm_(1, l)) : -std::numeric_limits<T>::infinity();
     return z;
   }
+  /// The integer a control keeps for slot `slot` (TopKEviction: its token's position); −1 if none.
+  Index slot_position(Index slot) const noexcept { return positions_(slot); }
   /// Whether slot `slot` has received a non-zero write.
   bool written(Index slot) const noexcept { return written_[static_cast<std::size_t>(slot)] != 0; }
   /// Number of slots written so far.
@@ -74,14 +79,16 @@ class State {
   std::size_t bytes() const noexcept {
     return sizeof(T) * static_cast<std::size_t>(keys_.size() + values_.size() + norm_.size() +
                                                 scratch_.size()) +
-           written_.size() + sizeof(*this);
+           sizeof(Index) * static_cast<std::size_t>(positions_.size()) + written_.size() + sizeof(*this);
   }
 
   /// Back to the empty memory at position 0, keeping the shapes.
   void reset() noexcept {
     keys_.setZero();
     values_.setZero();
-    norm_ = empty_norm(norm_.cols());
+    norm_.row(0).setConstant(-std::numeric_limits<T>::infinity());
+    norm_.row(1).setZero();
+    positions_.setConstant(-1);
     std::fill(written_.begin(), written_.end(), std::uint8_t{0});
     position_ = 0;
   }
@@ -90,7 +97,7 @@ class State {
     return a.position_ == b.position_ && a.keys_.rows() == b.keys_.rows() &&
            a.keys_.cols() == b.keys_.cols() && a.values_.cols() == b.values_.cols() &&
            a.keys_ == b.keys_ && a.values_ == b.values_ && a.written_ == b.written_ &&
-           a.norm_ == b.norm_;
+           a.norm_ == b.norm_ && a.positions_ == b.positions_ && a.kind_ == b.kind_;
   }
   friend bool operator!=(const State& a, const State& b) noexcept { return !(a == b); }
 
@@ -98,6 +105,15 @@ class State {
   template <class Control>
   friend class BoundedAttention;
   friend struct detail::StateAccess;
+
+  // Empty memory of n slots for keys of width d and values of width dv, of the control `kind`.
+  State(Index n, Index d, Index dv, const detail::ControlKind* kind)
+      : keys_(Matrix<T>::Zero(n, d)),
+        values_(Matrix<T>::Zero(n, dv)),
+        norm_(empty_norm(n)),
+        positions_(PositionsRow::Constant(n, -1)),
+        written_(static_cast<std::size_t>(n), 0),
+        kind_(kind) {}
 
   Matrix<T> keys_;
   Matrix<T> values_;
@@ -109,8 +125,10 @@ class State {
   }
 
   Matrix<T> norm_;
+  PositionsRow positions_;
   std::vector<std::uint8_t> written_;
   Index position_ = 0;
+  const detail::ControlKind* kind_ = nullptr;
   // Per-token work space of step (scores, decays, writes: [3 × n]), kept here so a step allocates
   // nothing. Not part of the state's value: ignored by ==.
   Matrix<T> scratch_;

@@ -9,10 +9,11 @@
 #include <limits>
 #include <string>
 #include <type_traits>
-#include <typeinfo>
 #include <vector>
 
 #include "bounded_attention.hpp"
+#include "detail/compose.hpp"
+#include "detail/control_kind.hpp"
 #include "detail/check.hpp"
 #include "state.hpp"
 
@@ -27,29 +28,30 @@ struct StateAccess {
   template <class T>
   static Matrix<T>& norm(State<T>& s) noexcept { return s.norm_; }
   template <class T>
+  static const Matrix<T>& norm(const State<T>& s) noexcept { return s.norm_; }
+  template <class T>
+  static PositionsRow& positions(State<T>& s) noexcept { return s.positions_; }
+  template <class T>
+  static const PositionsRow& positions(const State<T>& s) noexcept { return s.positions_; }
+  template <class T>
   static std::vector<std::uint8_t>& written(State<T>& s) noexcept { return s.written_; }
+  template <class T>
+  static const std::vector<std::uint8_t>& written(const State<T>& s) noexcept { return s.written_; }
   template <class T>
   static Index& position(State<T>& s) noexcept { return s.position_; }
   template <class T>
   static Matrix<T>& scratch(State<T>& s) noexcept { return s.scratch_; }
+  template <class T>
+  static State<T> empty(Index n, Index d, Index dv, const ControlKind* kind) { return State<T>(n, d, dv, kind); }
 };
 
-// The control's type as the compiler spells it, spaces removed: "abc::control::SlidingWindow<float>".
-// GCC and Clang agree on these spellings for the library's controls.
+// The control's tag as written in a blob: its explicit tag(), the same in every build.
 template <class C>
-std::string control_kind() {
-#if defined(__clang__) || defined(__GNUC__)
-  std::string f = __PRETTY_FUNCTION__;
-  const auto at = f.find("C = ");
-  std::string name = at == std::string::npos ? f : f.substr(at + 4);
-  name.resize(std::min(name.size(), name.find_first_of(";]")));
-#else
-  std::string name = typeid(C).name();  // needs <typeinfo>; other compilers: their own spelling
-#endif
-  std::string out;
-  for (char c : name)
-    if (c != ' ') out += c;
-  return out;
+std::string control_tag() {
+  static_assert(has_tag<C>::value,
+                "abc::save_state / abc::load_state: Control must provide `static std::string tag()`, the "
+                "name its states carry in a blob (see abc/concepts.hpp)");
+  return C::tag();
 }
 
 // Little-endian byte writer / bounds-checked reader. Integers and IEEE scalars go through their
@@ -120,7 +122,7 @@ inline std::uint64_t fnv1a(const std::uint8_t* p, std::size_t n) noexcept {
 }
 
 inline constexpr char state_magic[8] = {'A', 'B', 'C', 'S', 'T', 'A', 'T', 'E'};
-inline constexpr std::uint32_t state_version = 1;
+inline constexpr std::uint32_t state_version = 2;
 
 [[noreturn]] inline void blob_error(const std::string& what) {
   ABC_THROW(config_error("abc::load_state: " + what));
@@ -131,32 +133,35 @@ inline constexpr std::uint32_t state_version = 1;
 /**
  * \brief Serialises `state` of `attn` to a versioned, little-endian binary blob.
  *
- * Layout (all integers little-endian): magic "ABCSTATE"; u32 version (1); u32 scalar size (4 or
- * 8); u32 length and bytes of the control kind (its type, e.g. "abc::control::Mlp<float>"); u64 n,
- * d, dv, position; K̃ [n × d], Ṽ [n × dv] and the normaliser [2 × n] as IEEE bit patterns, row
- * by row; n bytes of written flags; u64 FNV-1a checksum of everything before it.
+ * Layout (all integers little-endian): magic "ABCSTATE"; u32 version (2); u32 scalar size (4 or
+ * 8); u32 length and bytes of the control's tag (`Control::tag()`, e.g. "abc::control::Mlp": the
+ * same whichever compiler built the program); u64 n, d, dv, position; K̃ [n × d], Ṽ [n × dv] and
+ * the normaliser [2 × n] as IEEE bit patterns, row by row; n slot positions as two's-complement
+ * i64; n bytes of written flags; u64 FNV-1a checksum of everything before it. Version 1 blobs (a
+ * compiler-spelled control name, no slot positions) are refused.
  */
 template <class Control>
 std::vector<std::uint8_t> save_state(const BoundedAttention<Control>& attn,
                                      const State<typename Control::scalar_type>& state) {
   using T = typename Control::scalar_type;
-  auto& s = const_cast<State<T>&>(state);  // read only; StateAccess hands out references
+  using Access = detail::StateAccess;
   (void)attn;
   detail::Writer w;
   w.bytes.insert(w.bytes.end(), detail::state_magic, detail::state_magic + 8);
   w.u32(detail::state_version);
   w.u32(std::uint32_t(sizeof(T)));
-  const std::string kind = detail::control_kind<Control>();
-  w.u32(std::uint32_t(kind.size()));
-  w.bytes.insert(w.bytes.end(), kind.begin(), kind.end());
+  const std::string tag = detail::control_tag<Control>();
+  w.u32(std::uint32_t(tag.size()));
+  w.bytes.insert(w.bytes.end(), tag.begin(), tag.end());
   w.u64(std::uint64_t(state.num_slots()));
   w.u64(std::uint64_t(state.key_dim()));
   w.u64(std::uint64_t(state.value_dim()));
   w.u64(std::uint64_t(state.position()));
-  for (const Matrix<T>* m : {&detail::StateAccess::keys(s), &detail::StateAccess::values(s),
-                             &detail::StateAccess::norm(s)})
+  for (const Matrix<T>* m : {&state.keys(), &state.values(), &Access::norm(state)})
     for (Index i = 0; i < m->size(); ++i) w.scalar(m->data()[i]);
-  const auto& written = detail::StateAccess::written(s);
+  const PositionsRow& positions = Access::positions(state);
+  for (Index l = 0; l < positions.size(); ++l) w.u64(static_cast<std::uint64_t>(positions(l)));
+  const auto& written = Access::written(state);
   w.bytes.insert(w.bytes.end(), written.begin(), written.end());
   w.u64(detail::fnv1a(w.bytes.data(), w.bytes.size()));
   return std::move(w.bytes);
@@ -165,15 +170,17 @@ std::vector<std::uint8_t> save_state(const BoundedAttention<Control>& attn,
 /**
  * \brief Restores a blob written by save_state into `dst`, for use with `attn`.
  *
- * Everything is checked before `dst` is touched: magic, version, scalar type, control kind, slot
+ * Everything is checked before `dst` is touched: magic, version, scalar type, control tag, slot
  * count (the attention's), key and value widths (`dst`'s, unless `dst` is default-constructed),
- * the exact length and the checksum; any mismatch throws config_error naming it, and `dst` is left
- * as it was.
+ * the exact length, the checksum, and that the per-slot state is one the control can hold
+ * (Control::slot_state_problem, or the default rule); any mismatch throws config_error naming it,
+ * and `dst` is left as it was. Whatever save_state wrote, load_state reads back.
  */
 template <class Control>
 void load_state(const BoundedAttention<Control>& attn, const std::uint8_t* data, std::size_t size,
                 State<typename Control::scalar_type>& dst) {
   using T = typename Control::scalar_type;
+  using Access = detail::StateAccess;
   using detail::blob_error;
   detail::Reader r{data, size};
   if (size < 8 + 8 || std::memcmp(data, detail::state_magic, 8) != 0)
@@ -191,12 +198,12 @@ void load_state(const BoundedAttention<Control>& attn, const std::uint8_t* data,
   const std::uint32_t scalar = r.u32();
   if (scalar != sizeof(T))
     blob_error("scalar size is " + std::to_string(scalar) + " bytes, expected " + std::to_string(sizeof(T)));
-  const std::uint32_t kind_len = r.u32();
-  if (!r.need(kind_len)) blob_error("truncated control kind");
-  const std::string kind(reinterpret_cast<const char*>(data + r.at), kind_len);
-  r.at += kind_len;
-  const std::string want = detail::control_kind<Control>();
-  if (kind != want) blob_error("control kind is " + kind + ", expected " + want);
+  const std::uint32_t tag_len = r.u32();
+  if (!r.need(tag_len)) blob_error("truncated control tag");
+  const std::string tag(reinterpret_cast<const char*>(data + r.at), tag_len);
+  r.at += tag_len;
+  const std::string want = detail::control_tag<Control>();
+  if (tag != want) blob_error("control kind is " + tag + ", expected " + want);
   const std::uint64_t n = r.u64(), d = r.u64(), dv = r.u64(), pos = r.u64();
   if (!r.ok) blob_error("truncated header");
   if (n != std::uint64_t(attn.num_slots()))
@@ -205,30 +212,29 @@ void load_state(const BoundedAttention<Control>& attn, const std::uint8_t* data,
   if (dst.num_slots() > 0 && (d != std::uint64_t(dst.key_dim()) || dv != std::uint64_t(dst.value_dim())))
     blob_error("widths are d = " + std::to_string(d) + ", dv = " + std::to_string(dv) + ", expected d = " +
                std::to_string(dst.key_dim()) + ", dv = " + std::to_string(dst.value_dim()) + " (the destination's)");
-  const std::uint64_t limit = std::uint64_t(1) << 40;  // refuse absurd shapes before allocating
-  if (d >= limit || dv >= limit || pos >= limit)
-    blob_error("implausible shape or position");
-  const std::uint64_t payload = (n * d + n * dv + 2 * n) * sizeof(T) + n + 8;
+  // Absurd shapes are refused before allocating, and positions no stream could continue from.
+  if (d >= (std::uint64_t(1) << 40) || dv >= (std::uint64_t(1) << 40)) blob_error("implausible shape");
+  if (pos >= (std::uint64_t(1) << 62))
+    blob_error("position is " + std::to_string(pos) + ", expected less than 2^62");
+  const std::uint64_t payload = (n * d + n * dv + 2 * n) * sizeof(T) + n * 8 + n + 8;
   if (size - r.at != payload)
     blob_error("length is " + std::to_string(size) + " bytes, expected " + std::to_string(r.at + payload));
-  State<T> s(static_cast<Index>(n), static_cast<Index>(d), static_cast<Index>(dv));
-  for (Matrix<T>* m : {&detail::StateAccess::keys(s), &detail::StateAccess::values(s), &detail::StateAccess::norm(s)})
+  State<T> s = Access::empty<T>(Index(n), Index(d), Index(dv), &detail::control_kind_v<Control>);
+  for (Matrix<T>* m : {&Access::keys(s), &Access::values(s), &Access::norm(s)})
     for (Index i = 0; i < m->size(); ++i) m->data()[i] = r.scalar<T>();
-  auto& written = detail::StateAccess::written(s);
+  PositionsRow& positions = Access::positions(s);
+  for (Index l = 0; l < positions.size(); ++l) positions(l) = static_cast<Index>(r.u64());
+  auto& written = Access::written(s);
   for (auto& w : written) {
     w = data[r.at++];
     if (w > 1) blob_error("a written flag is " + std::to_string(int(w)) + ", expected 0 or 1");
   }
-  if (!(detail::StateAccess::keys(s).allFinite() && detail::StateAccess::values(s).allFinite()))
+  if (!(Access::keys(s).allFinite() && Access::values(s).allFinite()))
     blob_error("the memory holds a non-finite value");
-  // The normaliser: a running max that is finite or −∞, and a finite sum (a running-mean count,
-  // or RFA's z = Σ φ(k), which sin/cos features can make negative).
-  const Matrix<T>& nm = detail::StateAccess::norm(s);
-  for (Index l = 0; l < nm.cols(); ++l)
-    if (std::isnan(nm(0, l)) || nm(0, l) == std::numeric_limits<T>::infinity() || !std::isfinite(nm(1, l)))
-      blob_error("the normaliser of slot " + std::to_string(l) + " is invalid");
-  detail::StateAccess::position(s) = Index(pos);
-  detail::StateAccess::scratch(s).resize(3, Index(n));
+  if (const char* why = detail::slot_state_problem_of(attn.control(), Access::norm(s), positions, Index(pos)))
+    blob_error(std::string("the per-slot state is invalid: ") + why);
+  Access::position(s) = Index(pos);
+  Access::scratch(s).resize(3, Index(n));
   dst = std::move(s);
 }
 

@@ -96,12 +96,12 @@ TEMPLATE_TEST_CASE("TopKEviction: K = 0 is a sliding window; the state stays fla
   for (Index t = 0; t < n_tok; ++t) cache.step(state, q.row(t).transpose(), k.row(t).transpose(), v.row(t).transpose());
   REQUIRE(state.bytes() == bytes);
   REQUIRE(state.num_written() == 16);
-  // The normaliser carries (score, position + 1) of each slot's token: all distinct positions.
-  std::vector<double> pos;
-  for (Index l = 0; l < 16; ++l) pos.push_back(double(state.norm()(1, l)));
+  // Each slot keeps its token's position (an integer in the state): all distinct.
+  std::vector<Index> pos;
+  for (Index l = 0; l < 16; ++l) pos.push_back(state.slot_position(l));
   std::sort(pos.begin(), pos.end());
   REQUIRE(std::adjacent_find(pos.begin(), pos.end()) == pos.end());
-  REQUIRE(pos.back() == double(n_tok));  // the newest token is kept
+  REQUIRE(pos.back() == n_tok - 1);  // the newest token is kept
 }
 
 TEST_CASE("TopKEviction refuses bad sizes and widths, naming the argument", "[trams][control][top_k_eviction][errors]") {
@@ -116,6 +116,6 @@ TEST_CASE("TopKEviction refuses bad sizes and widths, naming the argument", "[tr
   REQUIRE(attn.control().input_dim() == 4);
   const abc::Matrix<float> x = abc::Matrix<float>::Ones(3, 5);
   REQUIRE_THROWS_AS(attn.forward_causal(x, x, x), abc::shape_error);
-  REQUIRE(C(1, 1, score).max_tokens() == (Index(1) << 24));
-  REQUIRE(abc::control::TopKEviction<double>(1, 1, KeyScore<double>::norm()).max_tokens() == (Index(1) << 53));
+  // Positions are integers, so the cache has no capacity in tokens (no max_tokens()), in float too.
+  REQUIRE_FALSE(abc::detail::has_max_tokens<C>::value);
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -52,6 +53,8 @@ template <class Scalar = float>
 class Cluster {
  public:
   using scalar_type = Scalar;
+  /// The control's name in state blobs.
+  static std::string tag() { return "abc::control::Cluster"; }
   static constexpr int max_writes = 1;
   static constexpr bool has_decay_all = false;  // only the joined slot decays
 

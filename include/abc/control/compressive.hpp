@@ -2,6 +2,7 @@
 // abc: bounded-memory attention. control::Compressive, mean pooling of blocks of c tokens.
 #pragma once
 
+#include <string>
 #include "../detail/control_check.hpp"
 #include "../schedule.hpp"
 #include "../types.hpp"
@@ -23,6 +24,8 @@ template <class Scalar = float>
 class Compressive {
  public:
   using scalar_type = Scalar;
+  /// The control's name in state blobs.
+  static std::string tag() { return "abc::control::Compressive"; }
   static constexpr int max_writes = 1;
   static constexpr bool has_decay = false;
 

@@ -10,6 +10,7 @@
 #include "../concepts.hpp"
 #include "../detail/check.hpp"
 #include "../detail/compose.hpp"
+#include "../detail/control_kind.hpp"
 #include "../detail/recurrence.hpp"
 #include "../error.hpp"
 #include "../schedule.hpp"
@@ -58,6 +59,16 @@ class Concat {
                              std::to_string(da) + " (a.input_dim(): both parts read the same control input)"));
   }
 
+  static std::string tag() {
+    return "abc::control::Concat<" + detail::control_name<A>() + "," + detail::control_name<B>() + ">";
+  }
+  /// Each part's rule on its own slots.
+  const char* slot_state_problem(MatrixRef<scalar_type> norm, PositionsRef positions, Index position) const noexcept {
+    const Index na = a_.num_slots(), nb = b_.num_slots();
+    if (const char* p = detail::slot_state_problem_of(a_, norm.leftCols(na), positions.head(na), position)) return p;
+    return detail::slot_state_problem_of(b_, norm.rightCols(nb), positions.tail(nb), position);
+  }
+
   const A& first() const noexcept { return a_; }
   const B& second() const noexcept { return b_; }
   Index num_slots() const noexcept { return a_.num_slots() + b_.num_slots(); }
@@ -89,13 +100,13 @@ class Concat {
 
   /// Sparse form: A's writes, then B's shifted by nA.
   template <bool S = kSparse, std::enable_if_t<S, int> = 0>
-  void schedule(Index t, VectorRef<scalar_type> x, MatrixOut<scalar_type> norm,
+  void schedule(Index t, VectorRef<scalar_type> x, MatrixOut<scalar_type> norm, PositionsOut positions,
                 SparseWrite<scalar_type, max_writes>& w) const {
-    const Index na = a_.num_slots();
+    const Index na = a_.num_slots(), nb = b_.num_slots();
     SparseWrite<scalar_type, A::max_writes> wa;
     SparseWrite<scalar_type, B::max_writes> wb;
-    a_.schedule(t, x, norm.leftCols(na), wa);
-    b_.schedule(t, x, norm.rightCols(b_.num_slots()), wb);
+    detail::sparse_schedule(a_, t, x, norm.leftCols(na), positions.head(na), wa);
+    detail::sparse_schedule(b_, t, x, norm.rightCols(nb), positions.tail(nb), wb);
     for (int j = 0; j < wa.count; ++j) w.writes[static_cast<std::size_t>(w.count++)] = wa.writes[static_cast<std::size_t>(j)];
     for (int j = 0; j < wb.count; ++j) {
       SlotWrite<scalar_type> s = wb.writes[static_cast<std::size_t>(j)];
@@ -106,27 +117,27 @@ class Concat {
 
   /// Dense form: each part fills its own columns of the decay and write rows.
   template <bool S = kSparse, std::enable_if_t<!S, int> = 0>
-  void schedule(Index t0, MatrixRef<scalar_type> x, MatrixOut<scalar_type> norm,
+  void schedule(Index t0, MatrixRef<scalar_type> x, MatrixOut<scalar_type> norm, PositionsOut positions,
                 MatrixOut<scalar_type> decay, MatrixOut<scalar_type> write) const {
     const Index na = a_.num_slots(), nb = b_.num_slots();
-    part(a_, t0, x, norm.leftCols(na), decay.leftCols(na), write.leftCols(na));
-    part(b_, t0, x, norm.rightCols(nb), decay.rightCols(nb), write.rightCols(nb));
+    part(a_, t0, x, norm.leftCols(na), positions.head(na), decay.leftCols(na), write.leftCols(na));
+    part(b_, t0, x, norm.rightCols(nb), positions.tail(nb), decay.rightCols(nb), write.rightCols(nb));
   }
 
  private:
   using T = scalar_type;
 
   template <class C>
-  static void part(const C& c, Index t0, const MatrixRef<T>& x, MatrixOut<T> norm, MatrixOut<T> decay,
-                   MatrixOut<T> write) {
+  static void part(const C& c, Index t0, const MatrixRef<T>& x, MatrixOut<T> norm, PositionsOut positions,
+                   MatrixOut<T> decay, MatrixOut<T> write) {
     if constexpr (is_sparse_control_v<C>) {
       for (Index t = 0; t < x.rows(); ++t) {
         SparseWrite<T, C::max_writes> sw;
-        c.schedule(t0 + t, x.row(t).transpose(), norm, sw);
+        detail::sparse_schedule(c, t0 + t, x.row(t).transpose(), norm, positions, sw);
         detail::expand_sparse(sw, decay.row(t), write.row(t));
       }
     } else {
-      c.schedule(t0, x, norm, decay, write);
+      detail::dense_schedule(c, t0, x, norm, positions, decay, write);
     }
   }
 

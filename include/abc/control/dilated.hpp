@@ -2,6 +2,7 @@
 // abc: bounded-memory attention. control::Dilated, r interleaved ring buffers (dilated window).
 #pragma once
 
+#include <string>
 #include <utility>
 
 #include "../detail/control_check.hpp"
@@ -24,6 +25,8 @@ template <class Scalar = float>
 class Dilated {
  public:
   using scalar_type = Scalar;
+  /// The control's name in state blobs.
+  static std::string tag() { return "abc::control::Dilated"; }
   static constexpr int max_writes = 1;
   static constexpr bool has_decay_all = false;  // only the overwritten slot decays
 

@@ -12,6 +12,7 @@
 #include "../concepts.hpp"
 #include "../detail/check.hpp"
 #include "../detail/compose.hpp"
+#include "../detail/control_kind.hpp"
 #include "../detail/control_check.hpp"
 #include "../error.hpp"
 #include "../schedule.hpp"
@@ -68,6 +69,12 @@ class Gated {
                                std::to_string(double(gates_(t))) + ", expected a value in [0, 1]"));
   }
 
+  static std::string tag() { return "abc::control::Gated<" + detail::control_name<Inner>() + ">"; }
+  /// The inner control keeps its per-slot state as it would ungated.
+  const char* slot_state_problem(MatrixRef<scalar_type> norm, PositionsRef positions, Index position) const noexcept {
+    return detail::slot_state_problem_of(inner_, norm, positions, position);
+  }
+
   const Inner& inner() const noexcept { return inner_; }
   Index num_slots() const noexcept { return inner_.num_slots(); }
 
@@ -103,9 +110,9 @@ class Gated {
   /// Sparse form: Inner's writes, every slot decayed by g_t and each weight scaled by 1 − g_t.
   static constexpr int max_writes = kSparse ? detail::max_writes_of<Inner>::value : 1;
   template <bool S = kSparse, std::enable_if_t<S, int> = 0>
-  void schedule(Index t, VectorRef<scalar_type> x, MatrixOut<scalar_type> norm,
+  void schedule(Index t, VectorRef<scalar_type> x, MatrixOut<scalar_type> norm, PositionsOut positions,
                 SparseWrite<scalar_type, max_writes>& w) const {
-    inner_.schedule(t, x, norm, w);
+    detail::sparse_schedule(inner_, t, x, norm, positions, w);
     const auto [g, keep] = gate(t, x);
     w.decay_all *= g;
     for (int j = 0; j < w.count; ++j) w.writes[static_cast<std::size_t>(j)].weight *= keep;
@@ -113,9 +120,9 @@ class Gated {
 
   /// Dense form: Inner's decay rows times g_t, write rows times 1 − g_t.
   template <bool S = kSparse, std::enable_if_t<!S, int> = 0>
-  void schedule(Index t0, MatrixRef<scalar_type> x, MatrixOut<scalar_type> norm,
+  void schedule(Index t0, MatrixRef<scalar_type> x, MatrixOut<scalar_type> norm, PositionsOut positions,
                 MatrixOut<scalar_type> decay, MatrixOut<scalar_type> write) const {
-    inner_.schedule(t0, x, norm, decay, write);
+    detail::dense_schedule(inner_, t0, x, norm, positions, decay, write);
     for (Index t = 0; t < x.rows(); ++t) {
       const auto [g, keep] = gate(t0 + t, x.row(t).transpose());
       decay.row(t) *= g;

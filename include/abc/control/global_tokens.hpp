@@ -28,6 +28,8 @@ template <class Scalar = float>
 class GlobalTokens {
  public:
   using scalar_type = Scalar;
+  /// The control's name in state blobs.
+  static std::string tag() { return "abc::control::GlobalTokens"; }
   static constexpr int max_writes = 1;
   static constexpr bool has_decay = false;
 

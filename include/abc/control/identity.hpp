@@ -2,6 +2,7 @@
 // abc: bounded-memory attention. control::Identity, one slot per token: exact softmax attention.
 #pragma once
 
+#include <string>
 #include "../detail/control_check.hpp"
 #include "../schedule.hpp"
 #include "../types.hpp"
@@ -20,6 +21,8 @@ template <class Scalar = float>
 class Identity {
  public:
   using scalar_type = Scalar;
+  /// The control's name in state blobs.
+  static std::string tag() { return "abc::control::Identity"; }
   static constexpr int max_writes = 1;
   static constexpr bool has_decay = false;
 

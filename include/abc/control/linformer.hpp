@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "../detail/check.hpp"
@@ -30,6 +31,8 @@ template <class Scalar = float>
 class Linformer {
  public:
   using scalar_type = Scalar;
+  /// The control's name in state blobs.
+  static std::string tag() { return "abc::control::Linformer"; }
   static constexpr bool has_decay = false;
 
   /// From given weights W_LF [n × N_max]. \throws config_error if empty or not finite.

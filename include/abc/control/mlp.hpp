@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 
 #include "../detail/check.hpp"
 #include "../detail/control_check.hpp"
@@ -48,6 +49,8 @@ template <class Scalar = float>
 class Mlp {
  public:
   using scalar_type = Scalar;
+  /// The control's name in state blobs.
+  static std::string tag() { return "abc::control::Mlp"; }
 
   /// From given weights W_φ [n × d_x]. \throws config_error if W_φ is empty or not finite.
   explicit Mlp(Matrix<Scalar> w_phi, Activation activation = Activation::exp,

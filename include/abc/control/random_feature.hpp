@@ -10,6 +10,7 @@
 
 #include "../detail/check.hpp"
 #include "../detail/control_check.hpp"
+#include "../detail/control_kind.hpp"
 #include "../feature/random_fourier.hpp"
 #include "../readout.hpp"
 #include "../types.hpp"
@@ -37,6 +38,8 @@ class RandomFeature {
   using scalar_type = Scalar;
   using feature_map = FeatureMap;
   static constexpr Readout readout = Readout::linear;
+  /// The control's name in state blobs.
+  static std::string tag() { return "abc::control::RandomFeature<" + detail::control_name<FeatureMap>() + ">"; }
 
   /// Ungated RFA. \throws config_error for a negative or non-finite floor.
   explicit RandomFeature(FeatureMap phi, Scalar floor = Scalar(0)) : phi_(std::move(phi)), floor_(floor) {

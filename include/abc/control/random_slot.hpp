@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "../detail/control_check.hpp"
 #include "../detail/random.hpp"
@@ -24,6 +25,8 @@ template <class Scalar = float>
 class RandomSlot {
  public:
   using scalar_type = Scalar;
+  /// The control's name in state blobs.
+  static std::string tag() { return "abc::control::RandomSlot"; }
   static constexpr int max_writes = 1;
   static constexpr bool has_decay = false;
 

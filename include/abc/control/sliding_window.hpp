@@ -2,6 +2,7 @@
 // abc: bounded-memory attention. control::SlidingWindow, the last n tokens in a ring buffer.
 #pragma once
 
+#include <string>
 #include "../detail/control_check.hpp"
 #include "../schedule.hpp"
 #include "../types.hpp"
@@ -25,6 +26,8 @@ template <class Scalar = float>
 class SlidingWindow {
  public:
   using scalar_type = Scalar;
+  /// The control's name in state blobs.
+  static std::string tag() { return "abc::control::SlidingWindow"; }
   static constexpr int max_writes = 1;
   static constexpr bool has_decay_all = false;  // only the overwritten slot decays (Concat stays sparse)
 

@@ -3,7 +3,9 @@
 // newest tokens and the best-scoring older ones (TRAMS without expiry).
 #pragma once
 
+#include <cmath>
 #include <limits>
+#include <string>
 #include <utility>
 
 #include "../detail/control_check.hpp"
@@ -26,10 +28,11 @@ namespace control {
  * not among the `recent` newest (ties: the lower score goes, then the older token). With recent = 0
  * the new token competes too and is not written when it ranks lowest.
  *
- * Per-slot bookkeeping lives in the State's normaliser [2 × n]: row 0 the score of the token in
- * the slot, row 1 its position + 1 (0: empty; a fresh state is (−∞, 0)). The schedule reads that
- * state, so it runs token by token in every form and parallel, recurrent and split runs agree.
- * Positions are held as Scalar, exact up to 2^24 for float: max_tokens() says so (2^53 for double).
+ * Per-slot bookkeeping lives in the State: row 0 of its normaliser holds the score of the token in
+ * each slot (−∞ while empty; +∞ is a legitimate score, from keys whose score overflows the scalar
+ * type), and the slot's position (State::slot_position) the token's position, an integer, so the
+ * ranking is exact at any stream length (−1: empty). The schedule reads that state, so it runs
+ * token by token in every form and parallel, recurrent and split runs agree.
  * The control input is the key by default (input_dim() is the score's key width, or any width for
  * the plain norm).
  */
@@ -37,6 +40,8 @@ template <class Scalar = float>
 class TopKEviction {
  public:
   using scalar_type = Scalar;
+  /// The control's name in state blobs.
+  static std::string tag() { return "abc::control::TopKEviction"; }
   static constexpr int max_writes = 1;
   static constexpr bool has_decay_all = false;  // only the overwritten slot is reset
 
@@ -54,31 +59,42 @@ class TopKEviction {
   Index topk() const noexcept { return topk_; }
   const select::KeyScore<Scalar>& score() const noexcept { return score_; }
   Index input_dim() const noexcept { return score_.key_dim(); }
-  /// Positions are carried as Scalar in the normaliser: exact integers up to 2^digits.
-  Index max_tokens() const noexcept { return Index(1) << std::numeric_limits<Scalar>::digits; }
+  /// A kept slot holds a token before `position` with a score that is not NaN, an empty one
+  /// nothing; no token is held twice.
+  const char* slot_state_problem(MatrixRef<Scalar> norm, PositionsRef positions, Index position) const noexcept {
+    for (Index l = 0; l < positions.size(); ++l) {
+      const Index p = positions(l);
+      if (std::isnan(norm(0, l))) return "a kept token's score is NaN";
+      if (norm(1, l) != Scalar(0)) return "row 1 of the normaliser is unused and must be 0";
+      if (p < -1 || p >= position) return "a slot holds a token position outside [0, position)";
+      if (p == -1 && norm(0, l) != -std::numeric_limits<Scalar>::infinity()) return "an empty slot has a score";
+      for (Index j = 0; j < l; ++j)
+        if (p >= 0 && positions(j) == p) return "two slots hold the same token";
+    }
+    return nullptr;
+  }
 
-  void schedule(Index t, VectorRef<Scalar> x, MatrixOut<Scalar> norm, SparseWrite<Scalar, 1>& w) const noexcept {
+  void schedule(Index t, VectorRef<Scalar> x, MatrixOut<Scalar> norm, PositionsOut positions,
+                SparseWrite<Scalar, 1>& w) const noexcept {
     const Index n = num_slots();
     const Scalar s = score_(x.data(), x.size());
-    // Tokens at positions ≥ t − recent + 1 are among the newest `recent` once t is in: stored
-    // position + 1 > t − recent + 1.
-    const Scalar recent_floor = Scalar(t - recent_ + 1);
+    // Tokens after t − recent are among the newest `recent` once t is in.
+    const Index recent_floor = t - recent_;
     Index victim = -1;
     for (Index l = 0; l < n; ++l) {
-      const Scalar pos1 = norm(1, l);
-      if (pos1 == Scalar(0)) {  // an empty slot: fill it
+      const Index pos = positions(l);
+      if (pos < 0) {  // an empty slot: fill it
         victim = l;
         break;
       }
-      if (pos1 > recent_floor) continue;
-      if (victim < 0 || norm(0, l) < norm(0, victim) ||
-          (norm(0, l) == norm(0, victim) && pos1 < norm(1, victim)))
+      if (pos > recent_floor) continue;
+      if (victim < 0 || norm(0, l) < norm(0, victim) || (norm(0, l) == norm(0, victim) && pos < positions(victim)))
         victim = l;
     }
     if (victim < 0) return;  // cannot happen: recent + topk ≥ 1 leaves a candidate
-    if (recent_ == 0 && norm(1, victim) != Scalar(0) && s < norm(0, victim)) return;  // t ranks lowest
+    if (recent_ == 0 && positions(victim) >= 0 && s < norm(0, victim)) return;  // t ranks lowest
     norm(0, victim) = s;
-    norm(1, victim) = Scalar(t + 1);
+    positions(victim) = t;
     w.add(victim, Scalar(0), Scalar(1));
   }
 

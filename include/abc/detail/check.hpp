@@ -21,6 +21,10 @@ struct Problem {
   Index rows = 0, cols = 0;                  // actual shape (or value in `rows` for scalars)
   Index expected_rows = 0, expected_cols = 0;
   const char* relation = "";                 // for values: "at least ", "at most "
+  // For an argument that belongs to the wrong kind of thing (a State of another control): the
+  // names of what it is and of what was expected, computed only when the message is built.
+  std::string (*actual_name)() = nullptr;
+  std::string (*expected_name)() = nullptr;
   explicit operator bool() const noexcept { return status != Status::ok; }
 };
 
@@ -30,7 +34,10 @@ inline std::string shape_string(Index r, Index c) {
 
 inline std::string message(const char* where, const Problem& p) {
   std::string m = std::string(where) + ": ";
-  if (*p.relation) {  // a value against its bound
+  if (p.expected_name) {  // an argument of the wrong kind
+    m += std::string(p.arg) + " comes from " + (p.actual_name ? p.actual_name() : std::string("nothing")) +
+         ", expected " + p.expected_name();
+  } else if (*p.relation) {  // a value against its bound
     m += std::string(p.arg) + " is " + std::to_string(p.rows) + ", expected " + p.relation +
          std::to_string(p.expected_rows);
   } else if (p.status == Status::non_finite) {

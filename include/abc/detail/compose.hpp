@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
-// abc: bounded-memory attention. Traits shared by the controls built from other controls.
+// abc: bounded-memory attention. Traits and calls shared by the operators and the controls built from other controls.
 #pragma once
 
+#include <cmath>
 #include <limits>
 #include <type_traits>
 
 #include "../concepts.hpp"
+#include "../schedule.hpp"
 #include "../types.hpp"
 
 namespace abc {
@@ -32,6 +34,59 @@ Index max_tokens_of(const C& c) noexcept {
     return c.max_tokens();
   else
     return std::numeric_limits<Index>::max();
+}
+
+// A control's schedule, handed the State's per-slot positions when it takes them (composed
+// controls forward them to their parts the same way).
+template <class C, class T = typename C::scalar_type>
+void sparse_schedule(const C& c, Index t, VectorRef<typename C::scalar_type> x,
+                     MatrixOut<typename C::scalar_type> norm, PositionsOut positions,
+                     SparseWrite<T, C::max_writes>& w) {
+  if constexpr (has_positioned_sparse_schedule<C>::value) {
+    c.schedule(t, x, norm, positions, w);
+  } else {
+    (void)positions;
+    c.schedule(t, x, norm, w);
+  }
+}
+template <class C>
+void dense_schedule(const C& c, Index t0, MatrixRef<typename C::scalar_type> x,
+                    MatrixOut<typename C::scalar_type> norm, PositionsOut positions,
+                    MatrixOut<typename C::scalar_type> decay, MatrixOut<typename C::scalar_type> write) {
+  if constexpr (has_positioned_dense_schedule<C>::value) {
+    c.schedule(t0, x, norm, positions, decay, write);
+  } else {
+    (void)positions;
+    c.schedule(t0, x, norm, decay, write);
+  }
+}
+
+// The rule for the per-slot state of a control that states none of its own: a normaliser whose
+// running max is finite or −∞ and whose sum is finite (a running-mean count, or RFA's z, which
+// sin/cos features can make negative), and no positions (such a control never sets them).
+template <class T>
+const char* default_slot_state_problem(MatrixRef<T> norm, PositionsRef positions) noexcept {
+  for (Index l = 0; l < norm.cols(); ++l) {
+    if (std::isnan(norm(0, l)) || norm(0, l) == std::numeric_limits<T>::infinity())
+      return "a running maximum of the normaliser is NaN or +inf";
+    if (!std::isfinite(norm(1, l))) return "a sum of the normaliser is not finite";
+  }
+  for (Index l = 0; l < positions.size(); ++l)
+    if (positions(l) != -1) return "a slot position is set, but the control keeps none";
+  return nullptr;
+}
+
+// Why (norm, positions) after `position` tokens cannot be c's state; nullptr if it can.
+template <class C>
+const char* slot_state_problem_of(const C& c, MatrixRef<typename C::scalar_type> norm, PositionsRef positions,
+                                  Index position) noexcept {
+  if constexpr (has_slot_state_problem<C>::value) {
+    return c.slot_state_problem(norm, positions, position);
+  } else {
+    (void)c;
+    (void)position;
+    return default_slot_state_problem<typename C::scalar_type>(norm, positions);
+  }
 }
 
 }  // namespace detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <string>
 
 #include "../detail/check.hpp"
 #include "../detail/control_check.hpp"
@@ -23,6 +24,8 @@ template <class T = float>
 class ArcCosine {
  public:
   using scalar_type = T;
+  /// The map's name in state blobs.
+  static std::string tag() { return "abc::feature::ArcCosine"; }
 
   explicit ArcCosine(Matrix<T> w, bool normalize = false) : w_(std::move(w)), normalize_(normalize) {
     detail::require_at_least("abc::feature::ArcCosine", "W.rows() (D)", w_.rows(), 1, "at least one feature");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <string>
 
 #include "../detail/check.hpp"
 #include "../detail/control_check.hpp"
@@ -25,6 +26,8 @@ template <class T = float>
 class RandomFourier {
  public:
   using scalar_type = T;
+  /// The map's name in state blobs.
+  static std::string tag() { return "abc::feature::RandomFourier"; }
 
   /// From W [D × d]. \throws config_error if W is empty or not finite.
   explicit RandomFourier(Matrix<T> w, bool normalize = false) : w_(std::move(w)), normalize_(normalize) {
