@@ -44,7 +44,7 @@ bool same_bits(const abc::State<T>& a, const abc::State<T>& b) {
       !eq(a.norm(), b.norm()))
     return false;
   for (Index l = 0; l < a.num_slots(); ++l)
-    if (a.written(l) != b.written(l)) return false;
+    if (a.written(l) != b.written(l) || a.slot_position(l) != b.slot_position(l)) return false;
   return true;
 }
 

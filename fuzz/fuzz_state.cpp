@@ -5,7 +5,10 @@
 // is reached. Invariants (trap on violation, besides any sanitizer report):
 //  - load_state only throws abc::config_error, and then leaves the destination unchanged;
 //  - a blob that loads saves back byte for byte (save_state(load_state(b)) == b);
-//  - a loaded state can be stepped (or is refused by validate_step) without a crash.
+//  - a loaded state can be stepped (or is refused by validate_step) without a crash;
+//  - a loaded state belongs to its control type: an attention of another type refuses it.
+// Controls: ABC-MLP, sliding window, TRAMS top-k eviction (integer slot positions, scores that
+// overflow to +inf), and global tokens + a gated top-k eviction (per-part slot-state rules).
 #include <abc/abc.hpp>
 #include <abc/state_io.hpp>
 
@@ -34,9 +37,14 @@ void run(const Control& ctl, std::uint8_t mode, Reader& in) {
     const int steps = in.byte() % 8;
     for (int t = 0; t < steps; ++t) {
       abc::Vector<T> q(d), k(d), v(dv);
-      for (Index i = 0; i < d; ++i) q(i) = T(int(in.byte()) - 128) / T(32);
-      for (Index i = 0; i < d; ++i) k(i) = T(int(in.byte()) - 128) / T(32);
-      for (Index i = 0; i < dv; ++i) v(i) = T(int(in.byte()) - 128) / T(32);
+      // Mostly moderate; 255 is 1e30, whose products overflow (a TRAMS score of +inf).
+      const auto value = [&in] {
+        const std::uint8_t b = in.byte();
+        return b == 255 ? T(1e30) : T(int(b) - 128) / T(32);
+      };
+      for (Index i = 0; i < d; ++i) q(i) = value();
+      for (Index i = 0; i < d; ++i) k(i) = value();
+      for (Index i = 0; i < dv; ++i) v(i) = value();
       (void)attn.step(s, q, k, v);
     }
     blob = abc::save_state(attn, s);
@@ -66,6 +74,10 @@ void run(const Control& ctl, std::uint8_t mode, Reader& in) {
     return;
   }
   ABC_FUZZ_REQUIRE(abc::save_state(attn, dst) == blob);
+  // The state belongs to this control type: an attention of another refuses it, whatever the shapes.
+  const abc::BoundedAttention<abc::control::RandomSlot<T>> other{abc::control::RandomSlot<T>{dst.num_slots(), 3}};
+  const abc::Vector<T> zq = abc::Vector<T>::Zero(dst.key_dim()), zv = abc::Vector<T>::Zero(dst.value_dim());
+  if (dst.key_dim() > 0) ABC_FUZZ_REQUIRE(other.validate_step(dst, zq, zq, zv) != abc::Status::ok);
   const abc::Vector<T> q = abc::Vector<T>::Ones(dst.key_dim()), v = abc::Vector<T>::Ones(dst.value_dim());
   if (attn.validate_step(dst, q, q, v) == abc::Status::ok) (void)attn.step(dst, q, q, v);
 }
@@ -76,10 +88,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Reader in(data, size);
   const std::uint8_t mode = in.byte();
   try {
-    if (mode & 1)
-      run(abc::control::SlidingWindow<double>{4}, mode, in);
-    else
-      run(abc::control::Mlp<float>{4, 3, /*seed=*/7}, mode, in);
+    using namespace abc::control;
+    switch ((mode & 1) | (mode >> 3 & 6)) {
+      case 0:
+      case 2: run(Mlp<float>{4, 3, /*seed=*/7}, mode, in); break;
+      case 1:
+      case 3: run(SlidingWindow<double>{4}, mode, in); break;
+      case 4:
+      case 5: run(TopKEviction<float>{2, 2, abc::select::KeyScore<float>::norm()}, mode, in); break;
+      default:
+        run(Concat<GlobalTokens<double>, Gated<TopKEviction<double>>>{
+                GlobalTokens<double>{std::vector<Index>{0, 2}},
+                Gated<TopKEviction<double>>{TopKEviction<double>{1, 2, abc::select::KeyScore<double>::norm()},
+                                            abc::Vector<double>::Constant(4, 0.25), 0.5}},
+            mode, in);
+    }
   } catch (...) {
     __builtin_trap();  // nothing but load_state may throw here
   }
