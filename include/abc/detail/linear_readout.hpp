@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 
 #include "../kernel/rows.hpp"
 #include "../types.hpp"
@@ -11,29 +12,48 @@
 namespace abc {
 namespace detail {
 
-// The denominator rule. With a floor ε > 0 the denominator is max(den, ε) (the production choice
-// for sin/cos features, whose estimate φ(q)·z can be ≤ 0; any floor breaks exactness). Without a
-// floor the formula is used as it is, except that an exactly zero denominator, which would divide
-// by zero, reads as the zero vector. Returns the factor to multiply the numerator by.
+// The readout φ(q)ᵀṼ / φ(q)·z is a ratio, unchanged when φ(q) is scaled by any positive factor. A
+// row of φ(q) whose largest |entry| lies outside [2^-32, 2^32] (subnormal features, or features
+// near overflow) is scaled by a power of two so that it lies in [1, 2): the scaled numerator and
+// denominator then neither underflow to 0 nor overflow, and the exact ratio comes out. Powers of
+// two scale exactly, and rows of ordinary magnitude are not touched, so their results are bit for
+// bit those of the plain formula. Returns the factor applied (1 if none), by which the floor is
+// scaled too. A row that is all zero (or not finite) is left: its denominator rule applies.
 template <class T>
-T inverse_denominator(T den, T floor) noexcept {
+T balance_features(T* phi, Index n) noexcept {
+  T m = T(0);
+  for (Index l = 0; l < n; ++l) m = std::max(m, std::abs(phi[l]));
+  if (!(m > T(0)) || !std::isfinite(m)) return T(1);
+  const int e = std::ilogb(m);
+  if (e >= -32 && e <= 32) return T(1);
+  for (Index l = 0; l < n; ++l) phi[l] = std::ldexp(phi[l], -e);
+  return std::ldexp(T(1), -e);
+}
+
+// The denominator rule, applied to a numerator row `out` [dv]. With a floor ε > 0 the denominator
+// is max(den, ε) (the production choice for sin/cos features, whose estimate φ(q)·z can be ≤ 0; any
+// floor breaks exactness). Without a floor the formula is used as it is, except that an exactly
+// zero denominator, which would divide by zero, reads as the zero vector. The numerator is divided,
+// never multiplied by 1/den: a subnormal den has an infinite reciprocal.
+template <class T>
+void divide_by_denominator(T* out, Index dv, T den, T floor) noexcept {
   if (floor > T(0)) den = std::max(den, floor);
-  return den == T(0) ? T(0) : T(1) / den;
+  for (Index j = 0; j < dv; ++j) out[j] = den == T(0) ? T(0) : out[j] / den;
 }
 
 // One token: Ṽ ← diag(a) Ṽ + w ⊗ v, z ← a ⊙ z + w, out = φ(q)ᵀ Ṽ / (φ(q)·z). One pass over Ṽ.
 template <class T>
-void step_linear(Matrix<T>& values, T* z, const T* phi_q, const T* a, const T* w, const T* v, T floor,
+void step_linear(Matrix<T>& values, T* z, T* phi_q, const T* a, const T* w, const T* v, T floor,
                  T* out, Index dv) {
   const Index n = values.rows();
+  floor *= balance_features(phi_q, n);
   kernel::rows_axpy<true>(values.data(), dv, n, dv, a, w, v, phi_q, out);
   T den = T(0);
   for (Index l = 0; l < n; ++l) {
     z[l] = a[l] * z[l] + w[l];
     den += phi_q[l] * z[l];
   }
-  const T inv = inverse_denominator(den, floor);
-  for (Index j = 0; j < dv; ++j) out[j] *= inv;
+  divide_by_denominator(out, dv, den, floor);
 }
 
 // Causal outputs of one chunk under the linear readout, then (Ṽ, z) advanced to the chunk's end.
@@ -42,13 +62,14 @@ void step_linear(Matrix<T>& values, T* z, const T* phi_q, const T* a, const T* w
 //   den_t = (p_t ⊙ D_t)·z_prev  + Σ_{i≤t} (E_t[i]·p_t).
 template <class T>
 void causal_chunk_linear(Matrix<T>& values, Eigen::Ref<Vector<T>> z, ChunkWorkspace<T>& ws, Index c,
-                         bool has_decay, const Eigen::Ref<const Matrix<T>>& phi_q,
-                         const Eigen::Ref<const Matrix<T>>& v, T floor, Eigen::Ref<Matrix<T>> out) {
+                         bool has_decay, Eigen::Ref<Matrix<T>> phi_q, const Eigen::Ref<const Matrix<T>>& v,
+                         T floor, Eigen::Ref<Matrix<T>> out) {
   auto eff = ws.eff.topRows(c);
   auto mix = ws.mix.topLeftCorner(c, c);
   auto pd = ws.pd.topRows(c);
   mix.setZero();
   ws.dcum.setOnes();
+  for (Index t = 0; t < c; ++t) ws.floors(t) = floor * balance_features(phi_q.row(t).data(), phi_q.cols());
   for (Index t = 0; t < c; ++t) {
     auto a = ws.decay.row(t);
     if (has_decay) {
@@ -62,7 +83,7 @@ void causal_chunk_linear(Matrix<T>& values, Eigen::Ref<Vector<T>> z, ChunkWorksp
   }
   out.noalias() = pd * values;
   out.noalias() += mix * v;
-  for (Index t = 0; t < c; ++t) out.row(t) *= inverse_denominator(ws.den(t), floor);
+  for (Index t = 0; t < c; ++t) divide_by_denominator(out.row(t).data(), out.cols(), ws.den(t), ws.floors(t));
   if (has_decay) {
     values.array().colwise() *= ws.dcum.transpose().array();
     z.array() *= ws.dcum.transpose().array();
@@ -94,11 +115,14 @@ void advance_chunk_linear(Matrix<T>& values, Eigen::Ref<Vector<T>> z, ChunkWorks
 
 // Every query reads the finished memory: num = Φ(Q) Ṽ, den = Φ(Q) z.
 template <class T>
-void read_all_linear(const Matrix<T>& values, const Eigen::Ref<const Vector<T>>& z,
-                     const Eigen::Ref<const Matrix<T>>& phi_q, T floor, Eigen::Ref<Matrix<T>> out) {
+void read_all_linear(const Matrix<T>& values, const Eigen::Ref<const Vector<T>>& z, Eigen::Ref<Matrix<T>> phi_q,
+                     T floor, Eigen::Ref<Matrix<T>> out) {
+  if (phi_q.rows() == 0) return;  // no queries: nothing to read (and no row of an empty buffer to form)
+  Vector<T> floors(phi_q.rows());
+  for (Index i = 0; i < phi_q.rows(); ++i) floors(i) = floor * balance_features(phi_q.row(i).data(), phi_q.cols());
   out.noalias() = phi_q * values;
   const Vector<T> den = phi_q * z;
-  for (Index i = 0; i < out.rows(); ++i) out.row(i) *= inverse_denominator(den(i), floor);
+  for (Index i = 0; i < out.rows(); ++i) divide_by_denominator(out.row(i).data(), out.cols(), den(i), floors(i));
 }
 
 }  // namespace detail

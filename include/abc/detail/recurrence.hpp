@@ -77,10 +77,10 @@ template <class T>
 struct ChunkWorkspace {
   Matrix<T> decay, write, eff, gram, prev, pd, mix;
   Eigen::Matrix<T, 1, Eigen::Dynamic> dcum, scores;
-  Vector<T> den;  // linear readout: the denominator of each token of the chunk
+  Vector<T> den, floors;  // linear readout: each token's denominator and (scaled) floor
   ChunkWorkspace(Index chunk, Index n)
       : decay(chunk, n), write(chunk, n), eff(chunk, n), gram(chunk, chunk), prev(chunk, n),
-        pd(chunk, n), mix(chunk, chunk), dcum(n), scores(n), den(chunk) {}
+        pd(chunk, n), mix(chunk, chunk), dcum(n), scores(n), den(chunk), floors(chunk) {}
 };
 
 // Causal outputs for tokens t0 .. t0 + c − 1 of one chunk, continuing from the memory in `m`, then

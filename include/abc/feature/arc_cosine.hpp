@@ -39,6 +39,7 @@ class ArcCosine {
   bool normalize() const noexcept { return normalize_; }
 
   void map(MatrixRef<T> x, MatrixOut<T> phi) const {
+    if (x.rows() == 0) return;  // no rows: nothing to map
     phi.noalias() = x * w_.transpose();
     if (normalize_)
       for (Index i = 0; i < x.rows(); ++i) {

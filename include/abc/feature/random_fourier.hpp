@@ -43,6 +43,7 @@ class RandomFourier {
 
   /// φ of each row of x [rows × d] into phi [rows × 2D].
   void map(MatrixRef<T> x, MatrixOut<T> phi) const {
+    if (x.rows() == 0) return;  // no rows: the column blocks of an empty buffer are not formed
     const Index D = w_.rows();
     auto proj = phi.leftCols(D);
     proj.noalias() = x * w_.transpose();
