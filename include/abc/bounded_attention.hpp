@@ -151,11 +151,11 @@ class BoundedAttention {
    * \return [N × dv]
    */
   Matrix<T> forward_causal(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v) const {
-    state_type s = make_state(k.cols(), v.cols());
+    state_type s = state_for(k, v);
     return forward_causal(s, q, k, v);
   }
   Matrix<T> forward_causal(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v, MatrixRef<T> x) const {
-    state_type s = make_state(k.cols(), v.cols());
+    state_type s = state_for(k, v);
     return forward_causal(s, q, k, v, x);
   }
   /// Continues `state` over N more tokens (prefill, or the next piece of a long sequence).
@@ -236,6 +236,9 @@ class BoundedAttention {
   }
 
  private:
+  template <class C>
+  friend class MultiHeadAttention;  // runs the per-head checks of its calls without a state to spare
+
   enum class Mode { non_causal, causal, step };
 
   static const char* where(Mode m) noexcept {
@@ -250,6 +253,13 @@ class BoundedAttention {
   // A vector as a one-row matrix view (no copy): step shares every check with the parallel calls.
   static Eigen::Map<const Matrix<T>> rows(const VectorRef<T>& x) noexcept {
     return Eigen::Map<const Matrix<T>>(x.data(), 1, x.size());
+  }
+
+  // The fresh state of a causal call. Zero-width keys or values get a state of width 1, so that the
+  // call's own checks report them as the shape errors they are (make_state would report its
+  // integer arguments instead).
+  state_type state_for(const MatrixRef<T>& k, const MatrixRef<T>& v) const {
+    return make_state(std::max<Index>(k.cols(), 1), std::max<Index>(v.cols(), 1));
   }
 
   bool masked() const noexcept { return options_.empty_slots == EmptySlots::masked; }

@@ -51,11 +51,13 @@ class LocalPattern {
   std::pair<Index, Index> range(Index i, Index L) const noexcept {
     switch (kind_) {
       case Kind::full: break;
+      // Clipped before adding: a chunk or a window wider than any sequence is valid, and its end
+      // is never formed past Index.
       case Kind::chunked: {
         const Index c0 = (i / a_) * a_;
-        return {c0, std::min(L, c0 + a_)};
+        return {c0, c0 + std::min(a_, L - c0)};
       }
-      case Kind::window: return {std::max<Index>(0, i - a_), std::min(L, i + b_ + 1)};
+      case Kind::window: return {i - std::min(a_, i), i + 1 + std::min(b_, L - i - 1)};
     }
     return {0, L};
   }

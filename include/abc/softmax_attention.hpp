@@ -60,8 +60,13 @@ class SoftmaxAttention {
   void check(const MatrixRef<T>& q, const MatrixRef<T>& k, const MatrixRef<T>& v, bool causal,
              const MatrixOut<T>& out) const {
     const char* where = causal ? "abc::SoftmaxAttention::forward_causal" : "abc::SoftmaxAttention::forward";
-    detail::Problem p = detail::shape_problem("k", k.rows(), k.cols(), k.rows(), q.cols(),
-                                              "k.cols() must equal q.cols()");
+    // The same rule as every operator: a zero-width query or value is a shape error.
+    detail::Problem p;
+    if (q.cols() < 1)
+      p = detail::at_least(Status::shape_mismatch, "q.cols()", q.cols(), 1, "queries and keys need a column");
+    else if (v.cols() < 1)
+      p = detail::at_least(Status::shape_mismatch, "v.cols()", v.cols(), 1, "values need a column");
+    if (!p) p = detail::shape_problem("k", k.rows(), k.cols(), k.rows(), q.cols(), "k.cols() must equal q.cols()");
     if (!p) p = detail::shape_problem("v", v.rows(), v.cols(), k.rows(), v.cols(),
                                       "v.rows() must equal k.rows(): one value per key");
     if (!p && causal)
@@ -79,7 +84,7 @@ class SoftmaxAttention {
            MatrixOut<T> out) const {
     check(q, k, v, causal, out);
     constexpr T inf = std::numeric_limits<T>::infinity();
-    const T sc = scale_ > 0 ? T(scale_) : T(1) / std::sqrt(T(std::max<Index>(q.cols(), 1)));
+    const T sc = scale_ > 0 ? T(scale_) : T(1) / std::sqrt(T(q.cols()));
     const Index m_rows = q.rows(), n_keys = k.rows();
     Matrix<T> s(query_block, key_block), acc(query_block, v.cols());
     Eigen::Array<T, Eigen::Dynamic, 1> row_max(query_block), row_sum(query_block), fix(query_block);

@@ -34,6 +34,7 @@ class Compressive {
     detail::require_at_least("abc::control::Compressive", "ratio", ratio, 1,
                              "a block holds at least one token");
     detail::require_at_least("abc::control::Compressive", "slots", slots, 1, "at least one slot");
+    detail::require_product("abc::control::Compressive", "ratio × slots (the capacity in tokens)", ratio, slots);
   }
 
   Index num_slots() const noexcept { return n_; }

@@ -34,6 +34,7 @@ class Dilated {
   Dilated(Index n, Index r) : n_(n), r_(r) {
     detail::require_at_least("abc::control::Dilated", "n", n, 1, "a buffer holds at least one token");
     detail::require_at_least("abc::control::Dilated", "r", r, 1, "the dilation is at least 1");
+    detail::require_product("abc::control::Dilated", "n × r (the slot count)", n, r);
   }
 
   Index num_slots() const noexcept { return n_ * r_; }

@@ -51,7 +51,8 @@ class TopKEviction {
     constexpr const char* who = "abc::control::TopKEviction";
     detail::require_at_least(who, "recent", recent, 0, "a token count");
     detail::require_at_least(who, "topk", topk, 0, "a token count");
-    detail::require_at_least(who, "recent + topk", recent + topk, 1, "the cache holds at least one token");
+    const Index slots = detail::require_sum(who, "recent + topk (the slot count)", recent, topk);
+    detail::require_at_least(who, "recent + topk", slots, 1, "the cache holds at least one token");
   }
 
   Index num_slots() const noexcept { return recent_ + topk_; }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "../config.hpp"
@@ -20,7 +21,8 @@ struct Problem {
   const char* rule = "";
   Index rows = 0, cols = 0;                  // actual shape (or value in `rows` for scalars)
   Index expected_rows = 0, expected_cols = 0;
-  const char* relation = "";                 // for values: "at least ", "at most "
+  const char* relation = "";                 // for values: "at least ", "at most ", or "" (equal)
+  bool value = false;                        // a value against a bound, not a shape
   // For an argument that belongs to the wrong kind of thing (a State of another control): the
   // names of what it is and of what was expected, computed only when the message is built.
   std::string (*actual_name)() = nullptr;
@@ -37,7 +39,7 @@ inline std::string message(const char* where, const Problem& p) {
   if (p.expected_name) {  // an argument of the wrong kind
     m += std::string(p.arg) + " comes from " + (p.actual_name ? p.actual_name() : std::string("nothing")) +
          ", expected " + p.expected_name();
-  } else if (*p.relation) {  // a value against its bound
+  } else if (p.value) {  // a value against its bound
     m += std::string(p.arg) + " is " + std::to_string(p.rows) + ", expected " + p.relation +
          std::to_string(p.expected_rows);
   } else if (p.status == Status::non_finite) {
@@ -66,7 +68,44 @@ inline Problem shape_problem(const char* arg, Index r, Index c, Index er, Index 
 // A value outside its bound: "<arg> is <value>, expected <relation><expected> (<rule>)".
 inline Problem value_problem(Status s, const char* arg, Index value, const char* relation,
                              Index expected, const char* rule) noexcept {
-  return Problem{s, arg, rule, value, 0, expected, 0, relation};
+  Problem p{s, arg, rule, value, 0, expected, 0, relation};
+  p.value = true;
+  return p;
+}
+
+// a + b and a · b, or false where the result would overflow Index (sizes from a caller are checked
+// before they are formed: signed overflow is undefined behaviour).
+inline bool checked_add(Index a, Index b, Index& out) noexcept {
+  constexpr Index hi = std::numeric_limits<Index>::max(), lo = std::numeric_limits<Index>::min();
+  if ((b > 0 && a > hi - b) || (b < 0 && a < lo - b)) return false;
+  out = a + b;
+  return true;
+}
+inline bool checked_mul(Index a, Index b, Index& out) noexcept {
+  constexpr Index hi = std::numeric_limits<Index>::max(), lo = std::numeric_limits<Index>::min();
+  if (a != 0 && b != 0) {
+    const bool fits = a > 0 ? (b > 0 ? a <= hi / b : b >= lo / a) : (b > 0 ? a >= lo / b : a >= hi / b);
+    if (!fits) return false;
+  }
+  out = a * b;
+  return true;
+}
+
+// Throws config_error "<who>: <what> overflows (<a> <op> <b>)" when the sum or product of two sizes
+// does not fit in Index.
+inline Index require_sum(const char* who, const char* what, Index a, Index b) {
+  Index r = 0;
+  if (!checked_add(a, b, r))
+    ABC_THROW(config_error(std::string(who) + ": " + what + " overflows (" + std::to_string(a) + " + " +
+                           std::to_string(b) + ")"));
+  return r;
+}
+inline Index require_product(const char* who, const char* what, Index a, Index b) {
+  Index r = 0;
+  if (!checked_mul(a, b, r))
+    ABC_THROW(config_error(std::string(who) + ": " + what + " overflows (" + std::to_string(a) + " × " +
+                           std::to_string(b) + ")"));
+  return r;
 }
 
 inline Problem at_least(Status s, const char* arg, Index value, Index least, const char* rule) noexcept {

@@ -132,7 +132,7 @@ class TramsAttention {
       p = at_least(Status::bad_config, "config.recent", cfg_.recent, 0, "a token count");
     else if (cfg_.topk < 0)
       p = at_least(Status::bad_config, "config.topk", cfg_.topk, 0, "a token count");
-    else if (cfg_.recent + cfg_.topk > cfg_.pool)
+    else if (detail::require_sum(who, "config.recent + config.topk", cfg_.recent, cfg_.topk) > cfg_.pool)
       p = detail::value_problem(Status::bad_config, "config.recent + config.topk", cfg_.recent + cfg_.topk,
                                 "at most ", cfg_.pool,
                                 "config.pool: the attended tokens are chosen from the pool");
@@ -265,6 +265,9 @@ class TramsAttention {
     if (s.capacity() < 1)
       return detail::at_least(Status::bad_config, "state.capacity()", s.capacity(), 1,
                               "the state must come from make_state(d, dv)");
+    if (score_.key_dim() > 0 && score_.key_dim() != d)
+      return detail::value_problem(Status::shape_mismatch, "score.key_dim()", score_.key_dim(), "", d,
+                                   "the score's W_Q has one row per key entry: the state's key width");
     if (auto p = shape_problem("q", q.rows(), q.cols(), n, d, "q.cols() must equal the state's key width"))
       return p;
     if (auto p = shape_problem("k", k.rows(), k.cols(), n, d, "one key per query, of the state's key width"))

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: MIT
+// abc tests: the contract at the edges of every operator's parameters. Every parameter's shape is
+// checked against the data it is applied to (a TRAMS score's W_Q against the pool's keys); one rule
+// for zero-width inputs across operators (a shape_error naming the argument); and sizes whose sums
+// or products would overflow Index are refused by name instead of wrapping (UBSan's finding).
+#include <abc/abc.hpp>
+
+#include <cstdint>
+#include <limits>
+
+#include "support/catch.hpp"
+#include "support/reference.hpp"
+
+namespace {
+
+using abc::Index;
+using abc::select::KeyScore;
+using abc::select::TramsAttention;
+constexpr Index kMax = std::numeric_limits<Index>::max();
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("TRAMS refuses a pool whose keys are not the width of its score's W_Q", "[trams][errors]", float,
+                   double) {
+  using T = TestType;
+  const Index dv = 3;
+  const TramsAttention<T> narrow({8, 2, 2}, KeyScore<T>(ref::random<T>(4, 6, 1)));
+  const TramsAttention<T> wide({8, 2, 2}, KeyScore<T>(ref::random<T>(16, 6, 2)));
+  auto s = narrow.make_state(4, dv);  // keys of width 4: the wide score reads 16 entries of each
+  const auto q = ref::random<T>(3, 4, 3), k = ref::random<T>(3, 4, 4), v = ref::random<T>(3, dv, 5);
+  narrow.segment(s, q, k, v);
+  const auto keys_before = s.key(0);
+  const Index size_before = s.size();
+  REQUIRE_THROWS_AS(wide.segment(s, q, k, v), abc::shape_error);
+  REQUIRE_THROWS_WITH(wide.segment(s, q, k, v),
+                      ABC_CONTAINS("abc::select::TramsAttention: score.key_dim() is 16, expected 4"));
+  REQUIRE_THROWS_AS(wide.step(s, q.row(0).transpose(), k.row(0).transpose(), v.row(0).transpose()), abc::shape_error);
+  REQUIRE(s.size() == size_before);
+  REQUIRE(s.key(0) == keys_before);
+  // And the other way: a pool of wide keys read by a narrow score (this read past W_Q's summary).
+  auto ws = wide.make_state(16, dv);
+  const auto q16 = ref::random<T>(3, 16, 6), k16 = ref::random<T>(3, 16, 7);
+  REQUIRE_THROWS_WITH(narrow.segment(ws, q16, k16, v), ABC_CONTAINS("score.key_dim() is 4, expected 16"));
+  REQUIRE(ws.size() == 0);
+  // The plain key norm reads keys of any width.
+  const TramsAttention<T> norm({8, 2, 2}, KeyScore<T>::norm());
+  REQUIRE_NOTHROW(norm.segment(s, q, k, v));
+}
+
+TEMPLATE_TEST_CASE("zero-width queries, keys or values are a shape_error naming the argument, in every operator",
+                   "[errors][shape][zero_width]", float, double) {
+  using T = TestType;
+  const abc::Matrix<T> q0(5, 0), v = ref::random<T>(5, 3, 1), q = ref::random<T>(5, 4, 2), v0(5, 0);
+  const abc::BoundedAttention attn{abc::control::SlidingWindow<T>{4}};
+  const abc::BoundedAttention mlp{abc::control::Mlp<T>(2, 4, 7)};
+  const abc::Matrix<T> x = ref::random<T>(5, 2, 3);
+  for (int form = 0; form < 2; ++form) {
+    INFO((form == 0 ? "forward" : "forward_causal"));
+    const auto call = [&](const auto& a, const abc::Matrix<T>& qq, const abc::Matrix<T>& kk, const abc::Matrix<T>& vv) {
+      return form == 0 ? a.forward(qq, kk, vv) : a.forward_causal(qq, kk, vv);
+    };
+    REQUIRE_THROWS_AS(call(attn, q0, q0, v), abc::shape_error);
+    REQUIRE_THROWS_WITH(call(attn, q0, q0, v), ABC_CONTAINS("q.cols() is 0, expected at least 1"));
+    REQUIRE_THROWS_AS(call(attn, q, q, v0), abc::shape_error);
+    REQUIRE_THROWS_WITH(call(attn, q, q, v0), ABC_CONTAINS("v.cols() is 0, expected at least 1"));
+  }
+  REQUIRE_THROWS_AS(mlp.forward_causal(q0, q0, v, x), abc::shape_error);
+  REQUIRE_THROWS_WITH(mlp.forward_causal(q0, q0, v, x), ABC_CONTAINS("q.cols() is 0, expected at least 1"));
+  REQUIRE_THROWS_WITH(mlp.forward_causal(q, q, v0, x), ABC_CONTAINS("v.cols() is 0, expected at least 1"));
+  REQUIRE(attn.validate(q0, q0, v) == abc::Status::shape_mismatch);
+
+  const abc::SoftmaxAttention<T> sm;
+  REQUIRE_THROWS_AS(sm.forward(q0, q0, v), abc::shape_error);
+  REQUIRE_THROWS_WITH(sm.forward(q0, q0, v), ABC_CONTAINS("abc::SoftmaxAttention::forward: q.cols() is 0, expected at least 1"));
+  REQUIRE_THROWS_AS(sm.forward_causal(q0, q0, v), abc::shape_error);
+  REQUIRE_THROWS_WITH(sm.forward(q, q, v0), ABC_CONTAINS("v.cols() is 0, expected at least 1"));
+
+  const abc::GlobalMemoryAttention<T> gmat(abc::LocalPattern::full());
+  const abc::Matrix<T> m = ref::random<T>(2, 4, 4), mv = ref::random<T>(2, 3, 5);
+  REQUIRE_THROWS_AS(gmat.forward(q0, q0, v, abc::Matrix<T>(2, 0), abc::Matrix<T>(2, 0), mv), abc::shape_error);
+  REQUIRE_THROWS_WITH(gmat.forward(q0, q0, v, abc::Matrix<T>(2, 0), abc::Matrix<T>(2, 0), mv),
+                      ABC_CONTAINS("k_x.cols() is 0, expected at least 1"));
+
+  // TRAMS: a pool of zero width cannot be made (make_state's arguments are sizes: config_error).
+  const TramsAttention<T> trams({8, 2, 2}, KeyScore<T>::norm());
+  REQUIRE_THROWS_AS(trams.make_state(0, 3), abc::config_error);
+  REQUIRE_THROWS_WITH(trams.make_state(0, 3), ABC_CONTAINS("d is 0, expected at least 1"));
+  (void)m;
+}
+
+TEST_CASE("sizes whose sum or product overflows are refused by name", "[errors][config][overflow]") {
+  using namespace abc::control;
+  const Index big = Index(1) << 62;
+  REQUIRE_THROWS_AS(Compressive<float>(big, 4), abc::config_error);
+  REQUIRE_THROWS_WITH(Compressive<float>(big, 4),
+                      ABC_CONTAINS("abc::control::Compressive: ratio × slots (the capacity in tokens) overflows"));
+  REQUIRE_THROWS_AS(Dilated<float>(Index(1) << 32, Index(1) << 32), abc::config_error);
+  REQUIRE_THROWS_WITH(Dilated<float>(Index(1) << 32, Index(1) << 32),
+                      ABC_CONTAINS("abc::control::Dilated: n × r (the slot count) overflows"));
+  REQUIRE_THROWS_AS(TopKEviction<float>(kMax, 1, KeyScore<float>::norm()), abc::config_error);
+  REQUIRE_THROWS_WITH(TopKEviction<float>(kMax, 1, KeyScore<float>::norm()),
+                      ABC_CONTAINS("abc::control::TopKEviction: recent + topk (the slot count) overflows"));
+  abc::select::TramsConfig cfg;
+  cfg.recent = cfg.topk = kMax;
+  REQUIRE_THROWS_AS(TramsAttention<float>(cfg, KeyScore<float>::norm()), abc::config_error);
+  REQUIRE_THROWS_WITH(TramsAttention<float>(cfg, KeyScore<float>::norm()),
+                      ABC_CONTAINS("abc::select::TramsAttention: config.recent + config.topk overflows"));
+  // A window wider than any sequence is valid: its range is clipped, never formed past Index.
+  const auto wide = abc::LocalPattern::window(0, kMax);
+  REQUIRE(wide.range(0, 10) == std::pair<Index, Index>{0, 10});
+  REQUIRE(wide.range(9, 10) == std::pair<Index, Index>{9, 10});
+  const auto left = abc::LocalPattern::window(kMax, 0);
+  REQUIRE(left.range(9, 10) == std::pair<Index, Index>{0, 10});
+  const auto chunk = abc::LocalPattern::chunked(kMax);
+  REQUIRE(chunk.range(9, 10) == std::pair<Index, Index>{0, 10});
+  REQUIRE(abc::LocalPattern::window(kMax, kMax).main_scores(4) == 16);
+}
