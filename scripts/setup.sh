@@ -9,6 +9,7 @@ packages=(
   catch2 libbenchmark-dev               # tests and benchmarks
   python3-numpy python3-matplotlib      # bench plots and interop checks
   libclang-rt-14-dev clang-tidy cppcheck  # sanitizers, libFuzzer, static analysis (scripts/test.sh)
+  libomp-14-dev                         # OpenMP for clang, with Archer for ThreadSanitizer
   python3-torch                         # examples/pytorch_interop (reference written in PyTorch)
 )
 

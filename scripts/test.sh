@@ -7,11 +7,13 @@
 #   1. build/         g++ Release: tests, examples, benches; the whole CTest suite
 #   2. build-asan/    clang++ AddressSanitizer + UndefinedBehaviorSanitizer (RelWithDebInfo,
 #                     -fno-sanitize-recover=all: a finding fails): tests and examples, run
-#   3. build-nosimd/  clang++ -O1 with ABC_NO_SIMD=ON (scalar kernels): tests, run
-#   4. build-clang/   clang++ Release: the benches, built only (tests/examples: stage 2)
-#   5. build-fuzz/    clang++ libFuzzer harnesses (fuzz/), each run for a bounded time
-#   6. scripts/lint.sh  clang-tidy and cppcheck on include/abc
-# Stages 2–6 can be skipped with ABC_TEST_QUICK=1 (stage 1 only).
+#   3. build-tsan/    clang++ ThreadSanitizer with ABC_WITH_OPENMP=ON (LLVM's libomp, its Archer
+#                     tool giving TSan OpenMP's synchronisation): the multi-head and pool tests, run
+#   4. build-nosimd/  clang++ -O1 with ABC_NO_SIMD=ON (scalar kernels): tests, run
+#   5. build-clang/   clang++ Release: the benches, built only (tests/examples: stage 2)
+#   6. build-fuzz/    clang++ libFuzzer harnesses (fuzz/), each run for a bounded time
+#   7. scripts/lint.sh  clang-tidy and cppcheck on include/abc
+# Stages 2–7 can be skipped with ABC_TEST_QUICK=1 (stage 1 only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -19,7 +21,7 @@ build=${ABC_BUILD_DIR:-build}
 jobs=$(nproc)
 stage() { printf '\n==== abc test: %s ====\n' "$*"; }
 
-stage "1/6 Release (g++), full suite"
+stage "1/7 Release (g++), full suite"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build" -j"$jobs"
 ctest --test-dir "$build" --output-on-failure -j"$jobs"
@@ -31,7 +33,7 @@ ctest --test-dir "$build" --output-on-failure -j"$jobs"
 skip='^(consumer|compile_fail)\.'
 lean=(-DABC_BUILD_BENCHMARKS=OFF -DABC_INSTALL=OFF)
 
-stage "2/6 AddressSanitizer + UndefinedBehaviorSanitizer (clang++)"
+stage "2/7 AddressSanitizer + UndefinedBehaviorSanitizer (clang++)"
 san="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 cmake -S . -B build-asan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   "${lean[@]}" -DCMAKE_CXX_FLAGS="$san" -DCMAKE_EXE_LINKER_FLAGS="$san"
@@ -39,25 +41,38 @@ cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -E "$skip"
 
-stage "3/6 scalar kernels (ABC_NO_SIMD=ON, clang++ -O1)"
+stage "3/7 ThreadSanitizer + OpenMP (clang++, libomp + Archer)"
+# Only abc_mha_tests runs (pairs on threads); 4 threads on CI's 2 cores interleave them the more.
+# Archer ships with libomp-14-dev; without it TSan cannot see OpenMP's barriers and reports noise.
+tsan="-fsanitize=thread -fno-omit-frame-pointer"
+archer=$(ls /usr/lib/llvm-*/lib/libarcher.so 2>/dev/null | head -1)
+[ -n "$archer" ] || { echo "libarcher.so not found (package libomp-14-dev)"; exit 1; }
+cmake -S . -B build-tsan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo "${lean[@]}" \
+  -DABC_BUILD_EXAMPLES=OFF -DABC_WITH_OPENMP=ON -DCMAKE_CXX_FLAGS="$tsan" -DCMAKE_EXE_LINKER_FLAGS="$tsan"
+cmake --build build-tsan -j"$jobs" --target abc_mha_tests
+OMP_NUM_THREADS=4 OMP_TOOL_LIBRARIES="$archer" \
+  TSAN_OPTIONS="halt_on_error=1 abort_on_error=1 ignore_noninstrumented_modules=1" \
+  ctest --test-dir build-tsan --output-on-failure -j1 -E "$skip"
+
+stage "4/7 scalar kernels (ABC_NO_SIMD=ON, clang++ -O1)"
 # clang++ -O1: the scalar path's results, not its speed, are under test, and this is the
 # cheapest build of abc_tests (the longest compile of the run on CI's two cores). Not g++ -O1:
 # its flow analysis is coarser there and reports Eigen copies as maybe-uninitialized.
 cmake -S . -B build-nosimd -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DABC_NO_SIMD=ON "${lean[@]}" -DABC_BUILD_EXAMPLES=OFF
-cmake --build build-nosimd -j"$jobs" --target abc_tests abc_alloc_tests
+cmake --build build-nosimd -j"$jobs" --target abc_tests abc_alloc_tests abc_mha_tests
 ctest --test-dir build-nosimd --output-on-failure -j"$jobs" -E "$skip"
 
-stage "4/6 benches with clang++ (build only)"
+stage "5/7 benches with clang++ (build only)"
 cmake -S . -B build-clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \
   -DABC_BUILD_TESTS=OFF -DABC_BUILD_EXAMPLES=OFF -DABC_INSTALL=OFF
 cmake --build build-clang -j"$jobs"
 
-stage "5/6 fuzzers (libFuzzer + ASan + UBSan), bounded runs"
+stage "6/7 fuzzers (libFuzzer + ASan + UBSan), bounded runs"
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DABC_BUILD_TESTS=OFF -DABC_BUILD_EXAMPLES=OFF "${lean[@]}" -DABC_BUILD_FUZZERS=ON
 cmake --build build-fuzz -j"$jobs"
 bash fuzz/run.sh build-fuzz "${ABC_FUZZ_SECONDS:-30}"
 
-stage "6/6 lint (clang-tidy, cppcheck)"
+stage "7/7 lint (clang-tidy, cppcheck)"
 bash scripts/lint.sh

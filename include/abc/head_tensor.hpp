@@ -2,10 +2,13 @@
 // abc: bounded-memory attention. abc::HeadTensor, a [batch, seq, heads, dim] view over strided memory.
 #pragma once
 
+#include <algorithm>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "detail/check.hpp"
+#include "error.hpp"
 #include "types.hpp"
 
 namespace abc {
@@ -31,11 +34,14 @@ class HeadTensor {
 
   /// [batch, seq, heads, dim], contiguous; `lengths` (optional) gives each sequence's true length.
   static HeadTensor bshd(T* data, Index batch, Index seq, Index heads, Index dim, std::vector<Index> lengths = {}) {
+    constexpr const char* who = "abc::HeadTensor::bshd";
+    require_sizes(who, batch, seq, heads, dim);
     return HeadTensor(data, heads, dim, heads * dim, dim, starts(batch, seq * heads * dim),
                       fill_lengths(batch, seq, std::move(lengths)));
   }
   /// [batch, heads, seq, dim], contiguous.
   static HeadTensor bhsd(T* data, Index batch, Index heads, Index seq, Index dim, std::vector<Index> lengths = {}) {
+    require_sizes("abc::HeadTensor::bhsd", batch, seq, heads, dim);
     return HeadTensor(data, heads, dim, dim, seq * dim, starts(batch, heads * seq * dim),
                       fill_lengths(batch, seq, std::move(lengths)));
   }
@@ -45,12 +51,31 @@ class HeadTensor {
   /// 3·heads·dim, head_stride dim, batch_stride seq·3·heads·dim.
   static HeadTensor strided(T* data, Index batch, Index seq, Index heads, Index dim, Index batch_stride,
                             Index seq_stride, Index head_stride, std::vector<Index> lengths = {}) {
+    constexpr const char* who = "abc::HeadTensor::strided";
+    require_nonnegative(who, "batch", batch);
+    require_nonnegative(who, "seq", seq);
+    require_nonnegative(who, "heads", heads);
+    require_nonnegative(who, "dim", dim);
+    require_nonnegative(who, "batch_stride", batch_stride);
+    require_nonnegative(who, "seq_stride", seq_stride);
+    require_nonnegative(who, "head_stride", head_stride);
+    // The farthest element, (batch − 1)·batch_stride + (seq − 1)·seq_stride + (heads − 1)·head_stride
+    // + dim, must be an Index: offsets are formed from these products.
+    Index a = 0, b = 0, c = 0, far = 0;
+    if (!(detail::checked_mul(std::max<Index>(batch - 1, 0), batch_stride, a) &&
+          detail::checked_mul(std::max<Index>(seq - 1, 0), seq_stride, b) &&
+          detail::checked_mul(std::max<Index>(heads - 1, 0), head_stride, c) && detail::checked_add(a, b, far) &&
+          detail::checked_add(far, c, far) && detail::checked_add(far, dim, far)))
+      overflow(who);
     return HeadTensor(data, heads, dim, seq_stride, head_stride, starts(batch, batch_stride),
                       fill_lengths(batch, seq, std::move(lengths)));
   }
   /// [total, heads, dim] with sequence b at rows offsets[b] .. offsets[b + 1] − 1 (offsets has
   /// batch + 1 entries, non-decreasing, from 0).
   static HeadTensor packed(T* data, const std::vector<Index>& offsets, Index heads, Index dim) {
+    constexpr const char* who = "abc::HeadTensor::packed";
+    require_nonnegative(who, "heads", heads);
+    require_nonnegative(who, "dim", dim);
     if (offsets.empty() || offsets.front() != 0)
       detail::raise("abc::HeadTensor::packed", detail::value_problem(Status::shape_mismatch, "offsets.front()",
                                                                        offsets.empty() ? -1 : offsets.front(), "", 0,
@@ -61,9 +86,11 @@ class HeadTensor {
         detail::raise("abc::HeadTensor::packed",
                       detail::value_problem(Status::shape_mismatch, "offsets[b + 1] − offsets[b]", offsets[b + 1] - offsets[b],
                                             "at least ", 0, "offsets are non-decreasing"));
-      st.push_back(offsets[b] * heads * dim);
       len.push_back(offsets[b + 1] - offsets[b]);
     }
+    Index row = 0, total = 0;  // the element count: offsets.back() rows of heads × dim
+    if (!(detail::checked_mul(heads, dim, row) && detail::checked_mul(offsets.back(), row, total))) overflow(who);
+    for (std::size_t b = 0; b + 1 < offsets.size(); ++b) st.push_back(offsets[b] * row);
     return HeadTensor(data, heads, dim, heads * dim, dim, std::move(st), std::move(len));
   }
 
@@ -82,6 +109,23 @@ class HeadTensor {
   }
 
  private:
+  static void require_nonnegative(const char* who, const char* arg, Index value) {
+    if (value < 0) detail::raise(who, detail::at_least(Status::shape_mismatch, arg, value, 0, "a count"));
+  }
+  [[noreturn]] static void overflow(const char* who) {
+    ABC_THROW(shape_error(std::string(who) + ": the element count overflows Index (the sizes are not a buffer's)"));
+  }
+  // Non-negative sizes whose element count batch · seq · heads · dim is an Index.
+  static void require_sizes(const char* who, Index batch, Index seq, Index heads, Index dim) {
+    require_nonnegative(who, "batch", batch);
+    require_nonnegative(who, "seq", seq);
+    require_nonnegative(who, "heads", heads);
+    require_nonnegative(who, "dim", dim);
+    Index n = 0;
+    if (!(detail::checked_mul(batch, seq, n) && detail::checked_mul(n, heads, n) && detail::checked_mul(n, dim, n)))
+      overflow(who);
+  }
+
   HeadTensor(T* data, Index heads, Index dim, Index seq_stride, Index head_stride, std::vector<Index> starts,
              std::vector<Index> lengths)
       : data_(data), heads_(heads), dim_(dim), seq_stride_(seq_stride), head_stride_(head_stride),

@@ -2,8 +2,12 @@
 // abc: bounded-memory attention. abc::MultiHeadAttention: many heads and sequences over strided buffers.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <map>
+#include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -23,7 +27,8 @@ namespace abc {
  * head h reads key/value head h / (heads / kv_heads). One control per head, or one shared by all.
  * Every (sequence, head) runs exactly the single-head kernels, so results equal per-head calls bit
  * for bit. With ABC_WITH_OPENMP the (sequence × head) pairs run in parallel; all checks happen
- * before, so an error is thrown on the calling thread and nothing has been written.
+ * before, so an error is thrown on the calling thread and nothing has been written, and no
+ * exception ever leaves a parallel region.
  *
  * Decoding keeps a Pool: per sequence id, one State per head; `forward_causal(pool, ids, ...)`
  * continues each listed sequence by its tokens (prefill, or one token each: a batched step, which
@@ -37,17 +42,18 @@ class MultiHeadAttention {
   using state_type = State<scalar_type>;
   using SeqId = std::uint64_t;
 
-  /// The decode states of many sequences, addressed by id: one State per head each.
+  /// The decode states of many sequences, addressed by id: one State per head each. The states are
+  /// handed out read-only: only the MultiHeadAttention that added a sequence changes them.
   class Pool {
    public:
     bool contains(SeqId id) const { return states_.count(id) != 0; }
     std::size_t size() const noexcept { return states_.size(); }
     /// The states of sequence `id`, one per head. \throws config_error for an unknown id.
     const std::vector<state_type>& states(SeqId id) const { return find(id); }
-    std::vector<state_type>& states(SeqId id) { return const_cast<std::vector<state_type>&>(std::as_const(*this).find(id)); }
     void drop(SeqId id) { states_.erase(id); }
+    /// Sequence `id` back to empty memories at position 0.
     void reset(SeqId id) {
-      for (auto& s : states(id)) s.reset();
+      for (auto& s : find(id)) s.reset();
     }
     std::size_t bytes() const noexcept {
       std::size_t b = 0;
@@ -58,12 +64,19 @@ class MultiHeadAttention {
 
    private:
     friend class MultiHeadAttention;
+    std::vector<state_type>& find(SeqId id) {
+      const auto it = states_.find(id);
+      if (it == states_.end()) unknown(id);
+      return it->second;
+    }
     const std::vector<state_type>& find(SeqId id) const {
       const auto it = states_.find(id);
-      if (it == states_.end())
-        detail::raise("abc::MultiHeadAttention::Pool", detail::value_problem(Status::bad_config, "sequence id",
-                                                                             Index(id), "", 0, "no such sequence in the pool"));
+      if (it == states_.end()) unknown(id);
       return it->second;
+    }
+    [[noreturn]] static void unknown(SeqId id) {
+      ABC_THROW(config_error("abc::MultiHeadAttention::Pool: sequence id " + std::to_string(id) +
+                             " is not in the pool (add it first)"));
     }
     std::map<SeqId, std::vector<state_type>> states_;
   };
@@ -92,7 +105,7 @@ class MultiHeadAttention {
   /// Non-causal / cross attention of every sequence and head.
   void forward(const HeadTensor<const scalar_type>& q, const HeadTensor<const scalar_type>& k,
                const HeadTensor<const scalar_type>& v, const HeadTensor<scalar_type>& out) const {
-    check_tensors("abc::MultiHeadAttention::forward", q, k, v, out, false, nullptr, nullptr);
+    raise("abc::MultiHeadAttention::forward", problem(Form::non_causal, q, k, v, out, nullptr, no_pool));
     for_each_pair(q.batch(), [&](Index b, Index h) {
       heads_[std::size_t(h)].forward_into(q.head(b, h), k.head(b, kv_head(h)), v.head(b, kv_head(h)), out.head(b, h));
     });
@@ -101,7 +114,7 @@ class MultiHeadAttention {
   /// Causal attention of every sequence and head from empty memories.
   void forward_causal(const HeadTensor<const scalar_type>& q, const HeadTensor<const scalar_type>& k,
                       const HeadTensor<const scalar_type>& v, const HeadTensor<scalar_type>& out) const {
-    check_tensors("abc::MultiHeadAttention::forward_causal", q, k, v, out, true, nullptr, nullptr);
+    raise("abc::MultiHeadAttention::forward_causal", problem(Form::causal, q, k, v, out, nullptr, no_pool));
     for_each_pair(q.batch(), [&](Index b, Index h) {
       auto s = heads_[std::size_t(h)].make_state(k.dim(), v.dim());
       heads_[std::size_t(h)].forward_causal_into(s, q.head(b, h), k.head(b, kv_head(h)), v.head(b, kv_head(h)),
@@ -112,21 +125,22 @@ class MultiHeadAttention {
   /// Adds sequence `id` with empty memories for keys of width d and values of width dv.
   void add(Pool& pool, SeqId id, Index d, Index dv) const {
     if (pool.contains(id))
-      detail::raise("abc::MultiHeadAttention::add", detail::value_problem(Status::bad_config, "sequence id", Index(id), "", 0,
-                                                                          "the id is already in the pool"));
+      ABC_THROW(config_error("abc::MultiHeadAttention::add: sequence id " + std::to_string(id) +
+                             " is already in the pool"));
     std::vector<state_type> s;
     for (const auto& a : heads_) s.push_back(a.make_state(d, dv));
     pool.states_.emplace(id, std::move(s));
   }
 
-  /// Continues the sequences `ids` (sequence b of the tensors is ids[b]) by their tokens: a prefill,
-  /// or with one token each a batched decode step. Nothing changes if any check fails.
+  /// Continues the sequences `ids` (sequence b of the tensors is ids[b], each id at most once) by
+  /// their tokens: a prefill, or with one token each a batched decode step. Every check (ids,
+  /// shapes, every head's state and inputs) runs before any state or output is touched, so a call
+  /// that throws changes nothing.
   void forward_causal(Pool& pool, const std::vector<SeqId>& ids, const HeadTensor<const scalar_type>& q,
                       const HeadTensor<const scalar_type>& k, const HeadTensor<const scalar_type>& v,
                       const HeadTensor<scalar_type>& out) const {
     std::vector<std::vector<state_type>*> states;
-    for (SeqId id : ids) states.push_back(&pool.states(id));
-    check_tensors("abc::MultiHeadAttention::forward_causal", q, k, v, out, true, &ids, &states);
+    raise("abc::MultiHeadAttention::forward_causal", problem(Form::pool, q, k, v, out, &ids, &pool, &states));
     for_each_pair(q.batch(), [&](Index b, Index h) {
       state_type& s = (*states[std::size_t(b)])[std::size_t(h)];
       const attention_type& a = heads_[std::size_t(h)];
@@ -138,62 +152,131 @@ class MultiHeadAttention {
     });
   }
 
+  /// The checks of forward, forward_causal and the pooled forward_causal, without throwing.
+  [[nodiscard]] Status validate(const HeadTensor<const scalar_type>& q, const HeadTensor<const scalar_type>& k,
+                                const HeadTensor<const scalar_type>& v, const HeadTensor<scalar_type>& out) const {
+    return problem(Form::non_causal, q, k, v, out, nullptr, no_pool).status;
+  }
+  [[nodiscard]] Status validate_causal(const HeadTensor<const scalar_type>& q, const HeadTensor<const scalar_type>& k,
+                                       const HeadTensor<const scalar_type>& v,
+                                       const HeadTensor<scalar_type>& out) const {
+    return problem(Form::causal, q, k, v, out, nullptr, no_pool).status;
+  }
+  [[nodiscard]] Status validate(const Pool& pool, const std::vector<SeqId>& ids, const HeadTensor<const scalar_type>& q,
+                                const HeadTensor<const scalar_type>& k, const HeadTensor<const scalar_type>& v,
+                                const HeadTensor<scalar_type>& out) const {
+    return problem(Form::pool, q, k, v, out, &ids, &pool).status;
+  }
+
  private:
+  enum class Form { non_causal, causal, pool };
+  static constexpr const Pool* no_pool = nullptr;
+
+  // A failed check: the Problem of the head or tensor at fault (its message built only when thrown),
+  // or a message of the multi-head level.
+  struct Failure {
+    Status status = Status::ok;
+    detail::Problem problem;
+    std::string message;  // when not empty, the whole message
+    explicit operator bool() const noexcept { return status != Status::ok; }
+  };
+
+  static void raise(const char* where, const Failure& f) {
+    if (!f) return;
+    if (f.message.empty()) detail::raise(where, f.problem);
+    const std::string m = std::string(where) + ": " + f.message;
+    if (f.status == Status::shape_mismatch) ABC_THROW(shape_error(m));
+    ABC_THROW(config_error(m));
+  }
+
+  // Runs f(b, h) for every (sequence, head) pair, on OpenMP threads when enabled. An exception
+  // (only an allocation failure can occur once the checks have passed) never leaves a parallel
+  // region: the first is kept and rethrown on the calling thread after the loop.
   template <class F>
   void for_each_pair(Index batch, F&& f) const {
     const Index pairs = batch * heads();
+    std::exception_ptr error;
 #if defined(ABC_WITH_OPENMP)
 #  pragma omp parallel for schedule(dynamic)
 #endif
-    for (Index i = 0; i < pairs; ++i) f(i / heads(), i % heads());
-  }
-
-  void check_tensors(const char* where, const HeadTensor<const scalar_type>& q, const HeadTensor<const scalar_type>& k,
-                     const HeadTensor<const scalar_type>& v, const HeadTensor<scalar_type>& out, bool causal,
-                     const std::vector<SeqId>* ids, const std::vector<std::vector<state_type>*>* states) const {
-    using detail::value_problem;
-    detail::Problem p;
-    if (q.heads() != heads()) p = value_problem(Status::shape_mismatch, "q.heads()", q.heads(), "", heads(), "one per query head");
-    else if (out.heads() != heads()) p = value_problem(Status::shape_mismatch, "out.heads()", out.heads(), "", heads(), "one per query head");
-    else if (k.heads() != kv_heads_) p = value_problem(Status::shape_mismatch, "k.heads()", k.heads(), "", kv_heads_, "one per key/value head");
-    else if (v.heads() != kv_heads_) p = value_problem(Status::shape_mismatch, "v.heads()", v.heads(), "", kv_heads_, "one per key/value head");
-    else if (k.batch() != q.batch()) p = value_problem(Status::shape_mismatch, "k.batch()", k.batch(), "", q.batch(), "one key sequence per query sequence");
-    else if (v.batch() != q.batch()) p = value_problem(Status::shape_mismatch, "v.batch()", v.batch(), "", q.batch(), "one value sequence per query sequence");
-    else if (out.batch() != q.batch()) p = value_problem(Status::shape_mismatch, "out.batch()", out.batch(), "", q.batch(), "one output sequence per query sequence");
-    else if (ids && Index(ids->size()) != q.batch()) p = value_problem(Status::shape_mismatch, "ids.size()", Index(ids->size()), "", q.batch(), "one id per sequence");
-    if (p) detail::raise(where, p);
-    for (Index b = 0; b < q.batch(); ++b) {
-      if (out.length(b) != q.length(b))
-        detail::raise(where, value_problem(Status::shape_mismatch, "out.length(b)", out.length(b), "", q.length(b), "one output row per query"));
-      for (Index h = 0; h < heads(); ++h) {
-        const attention_type& a = heads_[std::size_t(h)];
-        const auto qh = q.head(b, h);
-        const auto kh = k.head(b, kv_head(h));
-        const auto vh = v.head(b, kv_head(h));
-        Status s = Status::ok;
-        if (states)
-          s = a.validate((*(*states)[std::size_t(b)])[std::size_t(h)], qh, kh, vh);
-        else if (causal)
-          s = a.validate(a.make_state(k.dim(), v.dim()), qh, kh, vh);
-        else
-          s = a.validate(qh, kh, vh);
-        if (s == Status::ok && out.dim() != v.dim())
-          detail::raise(where, value_problem(Status::shape_mismatch, "out.dim()", out.dim(), "", v.dim(), "outputs have the values' width"));
-        if (s != Status::ok) {
-          // Re-run the failing call's checks to throw its message (they fail before touching state).
-          state_type scratch = a.make_state(std::max<Index>(k.dim(), 1), std::max<Index>(v.dim(), 1));
-          Matrix<scalar_type> sink(qh.rows(), vh.cols());
-          if (states) {
-            state_type copy = (*(*states)[std::size_t(b)])[std::size_t(h)];
-            a.forward_causal_into(copy, qh, kh, vh, sink);
-          } else if (causal) {
-            a.forward_causal_into(scratch, qh, kh, vh, sink);
-          } else {
-            a.forward_into(qh, kh, vh, sink);
-          }
-        }
+    for (Index i = 0; i < pairs; ++i) {
+      try {
+        f(i / heads(), i % heads());
+      } catch (...) {
+#if defined(ABC_WITH_OPENMP)
+#  pragma omp critical(abc_multi_head_error)
+#endif
+        if (!error) error = std::current_exception();
       }
     }
+    if (error) std::rethrow_exception(error);
+  }
+
+  // Every check of a call, before anything runs. With a pool, `states` (if given) receives each
+  // sequence's states.
+  template <class PoolT>
+  Failure problem(Form form, const HeadTensor<const scalar_type>& q, const HeadTensor<const scalar_type>& k,
+                  const HeadTensor<const scalar_type>& v, const HeadTensor<scalar_type>& out,
+                  const std::vector<SeqId>* ids, PoolT* pool,
+                  std::vector<std::vector<state_type>*>* states = nullptr) const {
+    using detail::value_problem;
+    Failure f;
+    const auto fail = [&f](detail::Problem p) {
+      f.status = p.status;
+      f.problem = p;
+      return f;
+    };
+    const auto fail_with = [&f](Status s, std::string m) {
+      f.status = s;
+      f.message = std::move(m);
+      return f;
+    };
+    if (q.heads() != heads()) return fail(value_problem(Status::shape_mismatch, "q.heads()", q.heads(), "", heads(), "one per query head"));
+    if (out.heads() != heads()) return fail(value_problem(Status::shape_mismatch, "out.heads()", out.heads(), "", heads(), "one per query head"));
+    if (k.heads() != kv_heads_) return fail(value_problem(Status::shape_mismatch, "k.heads()", k.heads(), "", kv_heads_, "one per key/value head"));
+    if (v.heads() != kv_heads_) return fail(value_problem(Status::shape_mismatch, "v.heads()", v.heads(), "", kv_heads_, "one per key/value head"));
+    if (k.batch() != q.batch()) return fail(value_problem(Status::shape_mismatch, "k.batch()", k.batch(), "", q.batch(), "one key sequence per query sequence"));
+    if (v.batch() != q.batch()) return fail(value_problem(Status::shape_mismatch, "v.batch()", v.batch(), "", q.batch(), "one value sequence per query sequence"));
+    if (out.batch() != q.batch()) return fail(value_problem(Status::shape_mismatch, "out.batch()", out.batch(), "", q.batch(), "one output sequence per query sequence"));
+    if (out.dim() != v.dim()) return fail(value_problem(Status::shape_mismatch, "out.dim()", out.dim(), "", v.dim(), "outputs have the values' width"));
+    std::vector<const std::vector<state_type>*> seq_states;
+    if (form == Form::pool) {
+      if (Index(ids->size()) != q.batch())
+        return fail(value_problem(Status::shape_mismatch, "ids.size()", Index(ids->size()), "", q.batch(), "one id per sequence"));
+      std::vector<SeqId> sorted(*ids);
+      std::sort(sorted.begin(), sorted.end());
+      const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+      if (dup != sorted.end())
+        return fail_with(Status::bad_config, "ids holds sequence id " + std::to_string(*dup) +
+                                                 " twice, expected distinct ids (each sequence advances once per call)");
+      for (SeqId id : *ids) {
+        if (!pool->contains(id))
+          return fail_with(Status::bad_config, "sequence id " + std::to_string(id) + " is not in the pool (add it first)");
+        auto& st = pool->find(id);
+        if (Index(st.size()) != heads())
+          return fail_with(Status::bad_config, "pool sequence " + std::to_string(id) + " holds " + std::to_string(st.size()) +
+                                                   " head states, expected " + std::to_string(heads()) +
+                                                   " (the pool was filled by another MultiHeadAttention)");
+        seq_states.push_back(&st);
+        if constexpr (!std::is_const<PoolT>::value)
+          if (states) states->push_back(&st);
+      }
+    }
+    for (Index b = 0; b < q.batch(); ++b) {
+      if (out.length(b) != q.length(b))
+        return fail(value_problem(Status::shape_mismatch, "out.length(b)", out.length(b), "", q.length(b), "one output row per query"));
+      for (Index h = 0; h < heads(); ++h) {
+        const attention_type& a = heads_[std::size_t(h)];
+        const auto kh = k.head(b, kv_head(h));
+        const auto vh = v.head(b, kv_head(h));
+        const auto qh = q.head(b, h);
+        const state_type* st = form == Form::pool ? &(*seq_states[std::size_t(b)])[std::size_t(h)] : nullptr;
+        using Mode = typename attention_type::Mode;
+        if (auto p = a.check(form == Form::non_causal ? Mode::non_causal : Mode::causal, st, qh, kh, vh, nullptr))
+          return fail(p);
+      }
+    }
+    return f;
   }
 
   std::vector<attention_type> heads_;
