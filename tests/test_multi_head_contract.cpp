@@ -132,6 +132,11 @@ TEST_CASE("HeadTensor refuses negative and overflowing sizes by name", "[head_te
   REQUIRE_THROWS_WITH(HT::bshd(&x, big, big, 2, 2), ABC_CONTAINS("abc::HeadTensor::bshd: the element count overflows"));
   REQUIRE_THROWS_WITH(HT::bhsd(&x, 2, big, big, 2), ABC_CONTAINS("the element count overflows"));
   REQUIRE_THROWS_WITH(HT::packed(&x, {0, big, 2 * big}, big, 2), ABC_CONTAINS("the element count overflows"));
-  // Empty tensors are fine.
+  // Empty tensors are fine, with no buffer at all too: their blocks point nowhere (UBSan saw an
+  // offset added to the null pointer).
   REQUIRE(HT::bshd(&x, 0, 0, 0, 0).batch() == 0);
+  const auto none = HT::bshd(nullptr, 2, 0, 2, 4);
+  REQUIRE(none.head(1, 1).size() == 0);
+  REQUIRE(HT::bhsd(nullptr, 2, 2, 0, 4).head(1, 1).rows() == 0);
+  REQUIRE(HT::packed(nullptr, {0, 0, 0}, 2, 3).head(1, 1).rows() == 0);
 }

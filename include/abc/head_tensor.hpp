@@ -104,8 +104,10 @@ class HeadTensor {
   map_type head(Index b, Index h) const noexcept { return rows(b, h, 0, length(b)); }
   /// Tokens [s0, s0 + count) of sequence b, head h.
   map_type rows(Index b, Index h, Index s0, Index count) const noexcept {
-    return map_type(data_ + starts_[std::size_t(b)] + s0 * seq_stride_ + h * head_stride_, count, dim_,
-                    Eigen::OuterStride<>(seq_stride_));
+    // An empty block points nowhere: a tensor of no elements may have no buffer (a null pointer,
+    // which no offset may be added to).
+    T* at = count == 0 || dim_ == 0 ? nullptr : data_ + starts_[std::size_t(b)] + s0 * seq_stride_ + h * head_stride_;
+    return map_type(at, count, dim_, Eigen::OuterStride<>(seq_stride_));
   }
 
  private:
