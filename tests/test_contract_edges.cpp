@@ -105,6 +105,10 @@ TEST_CASE("sizes whose sum or product overflows are refused by name", "[errors][
   REQUIRE_THROWS_AS(TramsAttention<float>(cfg, KeyScore<float>::norm()), abc::config_error);
   REQUIRE_THROWS_WITH(TramsAttention<float>(cfg, KeyScore<float>::norm()),
                       ABC_CONTAINS("abc::select::TramsAttention: config.recent + config.topk overflows"));
+  abc::select::TramsConfig huge;
+  huge.pool = Index(1) << 62;
+  REQUIRE_THROWS_WITH(TramsAttention<float>(huge, KeyScore<float>::norm()).make_state(8, 8),
+                      ABC_CONTAINS("abc::select::TramsAttention::make_state: config.pool × (d + dv) overflows"));
   // A window wider than any sequence is valid: its range is clipped, never formed past Index.
   const auto wide = abc::LocalPattern::window(0, kMax);
   REQUIRE(wide.range(0, 10) == std::pair<Index, Index>{0, 10});

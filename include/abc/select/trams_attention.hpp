@@ -153,6 +153,10 @@ class TramsAttention {
       p = detail::value_problem(Status::shape_mismatch, "d", d, "exactly ", score_.key_dim(),
                                 "the key width must be the rows of the score's W_Q");
     if (p) detail::raise("abc::select::TramsAttention::make_state", p);
+    Index width = 0, cells = 0;  // pool × (d + dv) entries: refused by name if not an Index
+    if (!detail::checked_add(d, dv, width) || !detail::checked_mul(cfg_.pool, width, cells))
+      ABC_THROW(config_error("abc::select::TramsAttention::make_state: config.pool × (d + dv) overflows (" +
+                             std::to_string(cfg_.pool) + " × " + std::to_string(d) + " + " + std::to_string(dv) + ")"));
     return State(cfg_.pool, d, dv);
   }
 
