@@ -2,16 +2,18 @@
 // abc fuzz: the public API of BoundedAttention with fuzz-chosen control, shapes, options and values
 // (NaN, ±Inf, denormals, ±1e30 included). libFuzzer entry point; build with -DABC_BUILD_FUZZERS=ON
 // (clang). Controls: window, identity, ABC-MLP, Linformer, compressive, random slot, dilated, global
-// tokens, gated (learned and given gates), cluster, concatenation, TRAMS top-k eviction. Not RFA:
-// its linear readout divides by a denominator that may be arbitrarily close to 0 for finite inputs,
-// so neither the finiteness nor the two-orders invariant below holds for it (its floor is tested in
-// tests/control/test_random_feature.cpp). Invariants, each a trap on violation (besides any
-// sanitizer report):
+// tokens, gated (learned and given gates), cluster, concatenation, TRAMS top-k eviction, and RFA
+// (arc-cos and sin/cos features, ungated, learned or given gates, with and without a floor).
+// Invariants, each a trap on violation (besides any sanitizer report):
 //  - validate*() returns Status::ok exactly when the matching call does not throw, and a call only
 //    ever throws abc::shape_error or abc::config_error;
 //  - a call that throws leaves the state equal (operator==) to a copy taken before;
 //  - finite inputs small enough that no intermediate can overflow give finite outputs;
 //  - moderate inputs: forward_causal = prefill + step loop on a state, to a loose tolerance.
+// The last two are not asserted for sin/cos RFA without a floor: its denominator φ(q)·z may be
+// arbitrarily close to 0 for finite inputs (features of both signs cancel), so the exact ratio
+// may overflow and two evaluation orders may differ without bound. Arc-cos features are ≥ 0 (no
+// cancellation: a convex combination of values), and a floor bounds the denominator away from 0.
 #include <abc/abc.hpp>
 
 #include "fuzz.hpp"
@@ -38,7 +40,7 @@ template <class T>
 bool same_bits(const abc::State<T>& a, const abc::State<T>& b) {
   auto eq = [](const abc::Matrix<T>& x, const abc::Matrix<T>& y) {
     return x.rows() == y.rows() && x.cols() == y.cols() &&
-           std::memcmp(x.data(), y.data(), sizeof(T) * std::size_t(x.size())) == 0;
+           (x.size() == 0 || std::memcmp(x.data(), y.data(), sizeof(T) * std::size_t(x.size())) == 0);
   };
   if (a.position() != b.position() || !eq(a.keys(), b.keys()) || !eq(a.values(), b.values()) ||
       !eq(a.norm(), b.norm()))
@@ -84,8 +86,9 @@ struct Inputs {
 
 template <class Control>
 // weight_bound: the largest |weight| of the control (0 if none); grows: the memory rows are sums of
-// weight × key over tokens (Linformer) rather than convex combinations of keys.
-void exercise(const Control& ctl, Reader& in, double weight_bound, bool grows) {
+// weight × key over tokens (Linformer, RFA) rather than convex combinations of keys; values: whether
+// the finiteness and agreement invariants hold for the control (not for sin/cos RFA without a floor).
+void exercise(const Control& ctl, Reader& in, double weight_bound, bool grows, bool values = true) {
   using T = typename Control::scalar_type;
   abc::Options opts;
   const std::uint8_t sc = in.byte();
@@ -102,8 +105,11 @@ void exercise(const Control& ctl, Reader& in, double weight_bound, bool grows) {
   const auto& attn = *made;
 
   // Shapes: usually consistent, sometimes off by one somewhere.
-  const Index n_tok = in.index(0, 64), d = in.index(0, 16), dv = in.index(0, 16), m = in.index(0, 64);
+  const Index n_tok = in.index(0, 64), dv = in.index(0, 16), m = in.index(0, 64);
+  Index d = in.index(0, 16);
   const std::uint8_t skew = in.byte();
+  if constexpr (abc::detail::has_key_dim<Control>::value)  // usually the width the control needs
+    if (!(skew & 0x20)) d = ctl.key_dim();
   const auto off = [&](int which) { return (skew % 16) == which ? Index(1) : Index(0); };
   Inputs<T> a;
   a.q = in.matrix<T>(n_tok + off(1), d + off(2));
@@ -119,7 +125,7 @@ void exercise(const Control& ctl, Reader& in, double weight_bound, bool grows) {
   // Finite inputs whose every intermediate (logits d·B², memory rows up to N·B², scores
   // scale·d·N·B³) is far from overflow must give finite outputs. B ≤ 1e6 (float), 1e30 (double).
   const double cap = std::is_same<T, float>::value ? 1e6 : 1e30;
-  const bool bounded = a.bound <= cap && s <= 1e3 && s >= 1e-30;
+  const bool bounded = values && a.bound <= cap && s <= 1e3 && s >= 1e-30;
 
   // Non-causal / cross attention with independent query count m.
   {
@@ -191,7 +197,7 @@ void exercise(const Control& ctl, Reader& in, double weight_bound, bool grows) {
                              (grows ? double(std::max<Index>(n_tok, 1)) * weight_bound : 1.0);
   const double logit_bound = std::is_same<Control, abc::control::Mlp<T>>::value
                                  ? double(dx) * weight_bound * a.bound : 0.0;
-  if (a.bound <= 100 && score_bound <= 50 && logit_bound <= 50 && sd == d) {
+  if (values && a.bound <= 100 && score_bound <= 50 && logit_bound <= 50 && sd == d) {
     const double tol = std::is_same<T, float>::value ? 1e-3 : 1e-9;
     const double ref = 1 + std::max(max_abs(whole), max_abs(a.v) * (grows ? double(std::max<Index>(n_tok, 1)) * std::max(1.0, weight_bound) : 1.0));
     for (Index i = 0; i < whole.size(); ++i)
@@ -209,7 +215,13 @@ void fuzz(Reader& in) {
     if (throws([&] { ctl.emplace(construct()); })) return;
     exercise(*ctl, in, weight_bound, grows);
   };
-  switch (kind % 13) {
+  auto make_checked = [&](auto&& construct, double weight_bound, bool values) {  // RFA: memory grows
+    using C = std::decay_t<decltype(construct())>;
+    std::optional<C> ctl;
+    if (throws([&] { ctl.emplace(construct()); })) return;
+    exercise(*ctl, in, weight_bound, true, values);
+  };
+  switch (kind % 15) {
     case 0: make([&] { return abc::control::SlidingWindow<T>{n}; }, 0, false); break;
     case 1: make([&] { return abc::control::Identity<T>{n}; }, 0, false); break;
     case 2: {
@@ -281,6 +293,48 @@ void fuzz(Reader& in) {
       make([&] { return abc::control::Concat<abc::control::GlobalTokens<T>, abc::control::SlidingWindow<T>>{
                      abc::control::GlobalTokens<T>{pos}, abc::control::SlidingWindow<T>{n}}; },
            0, false);
+      break;
+    }
+    case 13:
+    case 14: {  // RFA: arc-cos features, or sin/cos ones; ungated, a learned gate, or given gates
+      const abc::Matrix<T> w = in.matrix<T>(in.index(0, 8), in.index(0, 6));
+      const std::uint8_t how = in.byte();
+      const bool normalize = how & 1, arccos = kind % 15 == 13;
+      static const double floors[] = {0.0, 0.0, 0.25, 1.0};
+      const T floor = T(floors[how >> 1 & 3]);
+      // Arc-cos features are ≥ 0, so the denominator φ(q)·z has no cancellation: every form gives
+      // a convex combination of values, finite and agreeing to rounding. Sin/cos features can make
+      // it ≈ 0 for finite inputs: their values are checked only with a floor (|den| ≥ floor).
+      const bool values = arccos || floor > T(0);
+      const double wb = max_abs(w);
+      const auto rfa = [&](auto map) {
+        using Map = decltype(map);
+        using C = abc::control::RandomFeature<T, Map>;
+        switch (how >> 3 & 3) {
+          case 0: make_checked([&] { return C{map, floor}; }, wb, values); break;
+          case 1: {
+            const abc::Matrix<T> wg = in.matrix<T>(in.index(0, 8), 1);
+            const T bg = in.value<T>();
+            make_checked([&] { return C{map, abc::Vector<T>(wg.col(0)), bg, floor}; }, wb, values);
+            break;
+          }
+          default: {
+            std::vector<T> g(std::size_t(in.index(0, 40)));
+            for (auto& e : g) {
+              const std::uint8_t b = in.byte();
+              e = b == 255 ? T(-0.5) : T(b % 65) / T(64);
+            }
+            make_checked([&] { return C{map, g, floor}; }, wb, values);
+          }
+        }
+      };
+      if (arccos) {
+        std::optional<abc::feature::ArcCosine<T>> map;
+        if (!throws([&] { map.emplace(w, normalize); })) rfa(*map);
+      } else {
+        std::optional<abc::feature::RandomFourier<T>> map;
+        if (!throws([&] { map.emplace(w, normalize); })) rfa(*map);
+      }
       break;
     }
     default: {  // TRAMS top-k eviction, by key norm or by a W_Q score

@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: MIT
+// abc fuzz: MultiHeadAttention, its decode Pool and HeadTensor with fuzz-chosen layouts (bshd, bhsd,
+// packed; lengths and offsets that may be negative or inconsistent), head counts (GQA), shared or
+// per-head controls, and a sequence of pool operations (add, continue by one or many tokens with
+// ids that may repeat or be unknown, reset, drop). Built twice: fuzz_pool, and fuzz_pool_omp with
+// ABC_WITH_OPENMP (the pairs on threads). Invariants (trap on violation, besides any sanitizer
+// report):
+//  - only abc::shape_error / abc::config_error escape any call (never from a parallel region);
+//  - validate() returns Status::ok exactly when the matching call does not throw;
+//  - a call that throws leaves every pool state and the output buffer bit-identical;
+//  - a successful call equals the same per-head BoundedAttention calls (step or forward_causal,
+//    forward) bit for bit.
+#include <abc/abc.hpp>
+#include <abc/multi_head_attention.hpp>
+
+#include "fuzz.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <vector>
+
+namespace {
+
+using abc::Index;
+using abc_fuzz::Reader;
+
+template <class F>
+bool throws(F&& f) {
+  try {
+    f();
+  } catch (const abc::shape_error&) {
+    return true;
+  } catch (const abc::config_error&) {
+    return true;
+  } catch (...) {
+    __builtin_trap();
+  }
+  return false;
+}
+
+template <class T>
+bool same_bits(const abc::Matrix<T>& a, const abc::Matrix<T>& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() &&
+         (a.size() == 0 || std::memcmp(a.data(), b.data(), sizeof(T) * std::size_t(a.size())) == 0);
+}
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {  // NaN-safe: bit patterns
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), sizeof(T) * a.size()) == 0);
+}
+
+template <class T>
+bool same_bits(const abc::State<T>& a, const abc::State<T>& b) {
+  if (a.position() != b.position() || !same_bits(a.keys(), b.keys()) || !same_bits(a.values(), b.values()) ||
+      !same_bits(a.norm(), b.norm()))
+    return false;
+  for (Index l = 0; l < a.num_slots(); ++l)
+    if (a.written(l) != b.written(l) || a.slot_position(l) != b.slot_position(l)) return false;
+  return true;
+}
+
+// A fuzz-shaped buffer and the view of it a call gets (the view may be refused by HeadTensor).
+template <class T>
+struct Tensor {
+  std::vector<T> data;
+  std::optional<abc::HeadTensor<const T>> in;
+  std::optional<abc::HeadTensor<T>> out;
+};
+
+// Layout, batch, lengths: bshd / bhsd with optional lengths, or packed offsets; sizes small and
+// mostly consistent, sometimes negative or inconsistent.
+struct Layout {
+  int kind = 0;  // 0 bshd, 1 bhsd, 2 packed
+  Index batch = 0, seq = 0;
+  std::vector<Index> lengths, offsets;
+};
+
+Layout draw_layout(Reader& in, Index batch) {
+  Layout l;
+  l.kind = in.byte() % 3;
+  l.batch = batch;
+  l.seq = in.index(0, 6) - (in.byte() == 255 ? 8 : 0);
+  if (l.kind == 2) {
+    l.offsets.push_back(in.byte() == 255 ? 1 : 0);
+    for (Index b = 0; b < batch; ++b) l.offsets.push_back(l.offsets.back() + in.index(0, 5) - (in.byte() == 254 ? 7 : 0));
+  } else if (in.byte() & 1) {
+    for (Index b = 0; b < batch; ++b) l.lengths.push_back(in.index(-1, 6));
+  }
+  return l;
+}
+
+template <class T>
+Tensor<T> make_tensor(Reader& in, const Layout& l, Index heads, Index dim) {
+  Tensor<T> t;
+  Index rows = l.kind == 2 ? (l.offsets.empty() ? 0 : std::max<Index>(l.offsets.back(), 0)) : std::max<Index>(l.batch, 0) * std::max<Index>(l.seq, 0);
+  const Index n = rows * std::max<Index>(heads, 0) * std::max<Index>(dim, 0);
+  t.data.resize(std::size_t(std::min<Index>(n, 1 << 16)));
+  if (Index(t.data.size()) != n) return t;  // absurd: never viewed
+  for (auto& e : t.data) e = in.value<T>();
+  const bool ok = !throws([&] {
+    switch (l.kind) {
+      case 0:
+        t.in.emplace(abc::HeadTensor<const T>::bshd(t.data.data(), l.batch, l.seq, heads, dim, l.lengths));
+        t.out.emplace(abc::HeadTensor<T>::bshd(t.data.data(), l.batch, l.seq, heads, dim, l.lengths));
+        break;
+      case 1:
+        t.in.emplace(abc::HeadTensor<const T>::bhsd(t.data.data(), l.batch, heads, l.seq, dim, l.lengths));
+        t.out.emplace(abc::HeadTensor<T>::bhsd(t.data.data(), l.batch, heads, l.seq, dim, l.lengths));
+        break;
+      default:
+        t.in.emplace(abc::HeadTensor<const T>::packed(t.data.data(), l.offsets, heads, dim));
+        t.out.emplace(abc::HeadTensor<T>::packed(t.data.data(), l.offsets, heads, dim));
+    }
+  });
+  if (!ok) {
+    t.in.reset();
+    t.out.reset();
+  }
+  return t;
+}
+
+template <class Control>
+void run(Reader& in, const std::vector<Control>& controls, Index kv_heads, Index d, Index dv) {
+  using T = typename Control::scalar_type;
+  using Mha = abc::MultiHeadAttention<Control>;
+  std::optional<Mha> made;
+  if (throws([&] { made.emplace(controls, kv_heads); })) return;
+  const Mha& mha = *made;
+  const Index H = mha.heads();
+  typename Mha::Pool pool;
+  std::map<std::uint64_t, bool> known;
+  const int ops = in.byte() % 12;
+  for (int op = 0; op < ops; ++op) {
+    const std::uint8_t what = in.byte();
+    const std::uint64_t id = in.byte() % 6;
+    switch (what % 6) {
+      case 0: {  // add (twice is an error)
+        const Index dd = (what & 0x40) ? d + 1 : d;
+        const bool t = throws([&] { mha.add(pool, id, dd, dv); });
+        ABC_FUZZ_REQUIRE(t == (known.count(id) != 0));
+        if (!t) known[id] = dd == d;
+        break;
+      }
+      case 1: pool.drop(id), known.erase(id); break;
+      case 2: {
+        const bool t = throws([&] { pool.reset(id); });
+        ABC_FUZZ_REQUIRE(t == (known.count(id) == 0));
+        break;
+      }
+      default: {  // continue a batch of sequences (ids may repeat or be unknown), or a stateless call
+        const Index batch = in.index(0, 3);
+        std::vector<std::uint64_t> ids;
+        for (Index b = 0; b < batch; ++b) ids.push_back(in.byte() % 6);
+        const Layout lq = draw_layout(in, batch);
+        const bool same = in.byte() & 1;  // k, v laid out as q (usually) or on their own
+        const Layout lk = same ? lq : draw_layout(in, batch);
+        const Index hq = (what & 0x80) ? H + 1 : H;
+        auto q = make_tensor<T>(in, lq, hq, d), k = make_tensor<T>(in, lk, kv_heads, d);
+        auto v = make_tensor<T>(in, lk, kv_heads, dv), out = make_tensor<T>(in, lq, H, dv);
+        if (!q.in || !k.in || !v.in || !out.out) break;
+        const std::vector<T> out_before = out.data;
+        const int form = what % 6 - 3;  // 0: pooled, 1: forward, 2: forward_causal
+        if (form == 0) {
+          std::map<std::uint64_t, std::vector<abc::State<T>>> before;
+          for (const auto& kv : known) before[kv.first] = pool.states(kv.first);
+          const abc::Status st = mha.validate(pool, ids, *q.in, *k.in, *v.in, *out.out);
+          const bool t = throws([&] { mha.forward_causal(pool, ids, *q.in, *k.in, *v.in, *out.out); });
+          ABC_FUZZ_REQUIRE((st == abc::Status::ok) == !t);
+          if (t) {
+            ABC_FUZZ_REQUIRE(same_bits(out.data, out_before));
+            for (const auto& kv : before)
+              for (Index h = 0; h < H; ++h)
+                ABC_FUZZ_REQUIRE(same_bits(pool.states(kv.first)[std::size_t(h)], kv.second[std::size_t(h)]));
+            break;
+          }
+          // Each sequence and head equals its own single-head call from the state it had.
+          for (Index b = 0; b < batch; ++b)
+            for (Index h = 0; h < H; ++h) {
+              abc::State<T> s = before[ids[std::size_t(b)]][std::size_t(h)];
+              const auto& a = mha.head(h);
+              const Index g = mha.kv_head(h);
+              abc::Matrix<T> want(q.in->length(b), dv);
+              if (q.in->length(b) == 1)
+                want.row(0) = a.step(s, q.in->head(b, h).row(0).transpose(), k.in->head(b, g).row(0).transpose(),
+                                     v.in->head(b, g).row(0).transpose()).transpose();
+              else
+                want = a.forward_causal(s, q.in->head(b, h), k.in->head(b, g), v.in->head(b, g));
+              ABC_FUZZ_REQUIRE(same_bits(abc::Matrix<T>(out.out->head(b, h)), want));
+              ABC_FUZZ_REQUIRE(same_bits(pool.states(ids[std::size_t(b)])[std::size_t(h)], s));
+            }
+        } else {
+          const bool causal = form == 2;
+          const abc::Status st = causal ? mha.validate_causal(*q.in, *k.in, *v.in, *out.out)
+                                        : mha.validate(*q.in, *k.in, *v.in, *out.out);
+          const bool t = throws([&] {
+            causal ? mha.forward_causal(*q.in, *k.in, *v.in, *out.out) : mha.forward(*q.in, *k.in, *v.in, *out.out);
+          });
+          ABC_FUZZ_REQUIRE((st == abc::Status::ok) == !t);
+          if (t) {
+            ABC_FUZZ_REQUIRE(same_bits(out.data, out_before));
+            break;
+          }
+          for (Index b = 0; b < batch; ++b)
+            for (Index h = 0; h < H; ++h) {
+              const auto& a = mha.head(h);
+              const Index g = mha.kv_head(h);
+              const abc::Matrix<T> want = causal ? a.forward_causal(q.in->head(b, h), k.in->head(b, g), v.in->head(b, g))
+                                                 : a.forward(q.in->head(b, h), k.in->head(b, g), v.in->head(b, g));
+              ABC_FUZZ_REQUIRE(same_bits(abc::Matrix<T>(out.out->head(b, h)), want));
+            }
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+void fuzz(Reader& in) {
+  const Index heads = in.index(0, 4), kv = in.index(0, 4), n = in.index(1, 6), d = in.index(1, 5), dv = in.index(1, 5);
+  const std::uint8_t kind = in.byte();
+  if (kind & 1) {  // one window shared by all heads
+    run(in, std::vector<abc::control::SlidingWindow<T>>(std::size_t(heads), abc::control::SlidingWindow<T>{n}), kv, d,
+        dv);
+  } else {  // ABC-MLP with per-head W_φ [n × d], reading the keys
+    std::vector<abc::control::Mlp<T>> c;
+    for (Index h = 0; h < heads; ++h) {
+      const abc::Matrix<T> w = in.matrix<T>(n, d);
+      if (throws([&] { c.emplace_back(w); })) return;  // a non-finite weight: refused by name
+    }
+    run(in, c, kv, d, dv);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  Reader in(data, size);
+  try {
+    if (in.byte() & 1)
+      fuzz<double>(in);
+    else
+      fuzz<float>(in);
+  } catch (...) {
+    __builtin_trap();  // only the harness's own calls may throw, and they are caught
+  }
+  return 0;
+}

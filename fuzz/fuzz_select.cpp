@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: MIT
+// abc fuzz: memory selection and global memory: select::TramsAttention (fuzz-chosen pool, recent and
+// top-k sizes including hostile ones, every score kind, W_Q of any width, a pool made by another
+// TramsAttention; segments, steps, segments with a position bias, attended(), distances()) and
+// GlobalMemoryAttention (every LocalPattern, including windows wider than any sequence; forward and
+// forward_main). Values as in fuzz_api (NaN, ±Inf, denormals, ±1e30). Invariants (trap on
+// violation, besides any sanitizer report):
+//  - only abc::shape_error / abc::config_error escape;
+//  - a TRAMS call that throws leaves the pool bit-identical (size, position, every key, value, score);
+//  - moderate finite inputs give finite outputs;
+//  - TRAMS: a segment equals the same tokens fed one step at a time, to rounding, when every token
+//    is kept (recent ≥ pool: the selection is then independent of the scores);
+//  - GMAT: forward's main rows equal forward_main's bit for bit.
+#include <abc/abc.hpp>
+
+#include "fuzz.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+using abc::Index;
+using abc_fuzz::Reader;
+
+template <class F>
+bool throws(F&& f) {
+  try {
+    f();
+  } catch (const abc::shape_error&) {
+    return true;
+  } catch (const abc::config_error&) {
+    return true;
+  } catch (...) {
+    __builtin_trap();
+  }
+  return false;
+}
+
+template <class T>
+double max_abs(const abc::Matrix<T>& m) {  // NaN-aware: NaN or Inf gives +inf
+  double r = 0;
+  for (Index i = 0; i < m.size(); ++i) {
+    const double a = std::abs(double(m.data()[i]));
+    r = std::isnan(a) ? std::numeric_limits<double>::infinity() : std::max(r, a);
+  }
+  return r;
+}
+
+template <class State>
+bool same_pool(const State& a, const State& b) {
+  if (a.size() != b.size() || a.position() != b.position() || a.capacity() != b.capacity()) return false;
+  for (Index i = 0; i < a.size(); ++i) {
+    const auto ka = a.key(i), kb = b.key(i), va = a.value(i), vb = b.value(i);
+    const auto bits_differ = [](auto x, auto y) { return std::memcmp(&x, &y, sizeof(x)) != 0; };
+    for (Index j = 0; j < ka.size(); ++j)
+      if (bits_differ(ka(j), kb(j))) return false;
+    for (Index j = 0; j < va.size(); ++j)
+      if (bits_differ(va(j), vb(j))) return false;
+    if (a.score(i) != b.score(i) || a.token_position(i) != b.token_position(i)) return false;  // never NaN
+  }
+  return true;
+}
+
+Index hostile_size(Reader& in) {  // usually small, sometimes negative or absurd
+  const std::uint8_t b = in.byte();
+  if (b == 255) return std::numeric_limits<Index>::max();
+  if (b == 254) return Index(1) << 62;
+  if (b == 253) return -1;
+  return Index(b % 12);
+}
+
+template <class T>
+abc::select::KeyScore<T> draw_score(Reader& in, Index d) {
+  const std::uint8_t how = in.byte();
+  if (how % 4 == 0) return abc::select::KeyScore<T>::norm();
+  const Index rows = (how & 0x10) ? in.index(0, 6) : d;  // usually the key width
+  const abc::Matrix<T> w = in.matrix<T>(rows, in.index(0, 6));
+  std::optional<abc::select::KeyScore<T>> s;
+  if (throws([&] { s.emplace(w, static_cast<abc::select::ScoreKind>(how % 4 - 1)); }))
+    return abc::select::KeyScore<T>::norm();
+  return *s;
+}
+
+template <class T>
+void trams(Reader& in) {
+  using Trams = abc::select::TramsAttention<T>;
+  const Index d = in.index(1, 6), dv = in.index(1, 6);
+  abc::select::TramsConfig cfg;
+  cfg.pool = hostile_size(in);
+  cfg.recent = hostile_size(in);
+  cfg.topk = hostile_size(in);
+  cfg.positions = (in.byte() & 1) ? abc::select::PositionMode::original : abc::select::PositionMode::compacted;
+  std::optional<Trams> made, other;
+  if (throws([&] { made.emplace(cfg, draw_score<T>(in, d)); })) return;
+  // A pool too large to allocate but whose size is an Index is the allocator's to refuse (under
+  // ASan: an abort, not std::bad_alloc); one whose size overflows is refused by make_state.
+  if (cfg.pool > (Index(1) << 20) && cfg.pool < std::numeric_limits<Index>::max() / 32) return;
+  const Trams& attn = *made;
+  // The pool: this attention's, or one made by another TramsAttention (its score of another width).
+  typename Trams::State s;
+  if (in.byte() & 1) {
+    if (throws([&] { s = attn.make_state(d, dv); })) return;
+  } else {
+    abc::select::TramsConfig c2 = cfg;
+    c2.pool = in.index(1, 12);
+    c2.recent = c2.topk = 0;
+    if (throws([&] { other.emplace(c2, draw_score<T>(in, in.index(1, 6))); })) return;
+    if (throws([&] { s = other->make_state(in.index(1, 6), dv); })) return;
+  }
+  const bool keeps_all = cfg.recent >= cfg.pool;  // every pool token is read: no selection
+  const int calls = in.byte() % 6;
+  for (int c = 0; c < calls; ++c) {
+    const Index n = in.index(0, 5);
+    const abc::Matrix<T> q = in.matrix<T>(n, (in.byte() == 255) ? d + 1 : s.key_dim()), k = in.matrix<T>(n, s.key_dim()),
+                         v = in.matrix<T>(n, s.value_dim());
+    const double bound = std::max({max_abs(q), max_abs(k), max_abs(v)});
+    const typename Trams::State before = s;
+    const std::uint8_t form = in.byte() % 4;
+    abc::Matrix<T> out;
+    bool t = false;
+    if (form == 0) {
+      t = throws([&] { out = attn.segment(s, q, k, v); });
+      // The same tokens one step at a time, while none leaves the pool (a segment reads the pool as
+      // it was before it, a step the pool after the previous step).
+      if (!t && keeps_all && bound <= 100 && n > 0 && before.size() + n <= before.capacity()) {
+        typename Trams::State r = before;
+        for (Index i = 0; i < n; ++i) {
+          const abc::Vector<T> o = attn.step(r, q.row(i).transpose(), k.row(i).transpose(), v.row(i).transpose());
+          const double tol = (std::is_same<T, float>::value ? 1e-3 : 1e-9) * (1 + max_abs(v));
+          for (Index j = 0; j < o.size(); ++j) ABC_FUZZ_REQUIRE(std::abs(double(o(j)) - double(out(i, j))) <= tol);
+        }
+      }
+    } else if (form == 1 && n > 0) {
+      abc::Vector<T> o;
+      t = throws([&] { o = attn.step(s, q.row(0).transpose(), k.row(0).transpose(), v.row(0).transpose()); });
+      if (!t) out = o.transpose();
+    } else if (form == 2) {
+      const T slope = T(int(in.byte()) - 128) / T(64);
+      t = throws([&] { out = attn.segment(s, q, k, v, [slope](Index, std::int64_t dist) { return slope * T(dist); }); });
+    } else {
+      std::vector<Index> a;
+      ABC_FUZZ_REQUIRE(!throws([&] { a = attn.attended(s); }));
+      for (std::size_t i = 1; i < a.size(); ++i) ABC_FUZZ_REQUIRE(a[i - 1] < a[i]);
+      ABC_FUZZ_REQUIRE(Index(a.size()) <= s.size());
+      const auto dist = attn.distances(s, n);
+      ABC_FUZZ_REQUIRE(dist.rows() == n && dist.cols() == Index(a.size()) + n);
+      continue;
+    }
+    if (t) {
+      ABC_FUZZ_REQUIRE(same_pool(s, before));
+      continue;
+    }
+    const double cap = std::is_same<T, float>::value ? 1e6 : 1e30;
+    if (form != 2 && bound <= cap) ABC_FUZZ_REQUIRE(max_abs(out) < std::numeric_limits<double>::infinity());
+  }
+}
+
+template <class T>
+void gmat(Reader& in) {
+  std::optional<abc::LocalPattern> pattern;
+  switch (in.byte() % 4) {
+    case 0: pattern = abc::LocalPattern::full(); break;
+    case 1: {
+      const Index c = hostile_size(in);
+      if (throws([&] { pattern = abc::LocalPattern::chunked(c); })) return;
+      break;
+    }
+    default: {
+      const Index l = hostile_size(in), r = hostile_size(in);
+      if (throws([&] { pattern = abc::LocalPattern::window(l, r); })) return;
+    }
+  }
+  const Index L = in.index(0, 12), M = in.index(0, 4), d = in.index(0, 5), dv = in.index(0, 5);
+  const std::uint8_t skew = in.byte();
+  const auto off = [&](int which) { return (skew % 8) == which ? Index(1) : Index(0); };
+  const abc::Matrix<T> qx = in.matrix<T>(L + off(1), d), kx = in.matrix<T>(L, d), vx = in.matrix<T>(L, dv);
+  const abc::Matrix<T> qm = in.matrix<T>(M, d + off(2)), km = in.matrix<T>(M, d), vm = in.matrix<T>(M + off(3), dv);
+  const double bound = std::max({max_abs(qx), max_abs(kx), max_abs(vx), max_abs(qm), max_abs(km), max_abs(vm)});
+  const double scale = (skew & 0x80) ? -1.0 : 0.0;
+  std::optional<abc::GlobalMemoryAttention<T>> made;
+  if (throws([&] { made.emplace(*pattern, scale); })) {
+    ABC_FUZZ_REQUIRE(scale < 0);
+    return;
+  }
+  typename abc::GlobalMemoryAttention<T>::Output o;
+  abc::Matrix<T> main;
+  const bool t1 = throws([&] { o = made->forward(qx, kx, vx, qm, km, vm); });
+  const bool t2 = throws([&] { main = made->forward_main(qx, kx, vx, km, vm); });
+  if (!t1) ABC_FUZZ_REQUIRE(!t2);  // forward_main checks a subset of forward's arguments
+  if (t1 || t2) return;
+  ABC_FUZZ_REQUIRE(o.main.rows() == main.rows() && o.main.cols() == main.cols());
+  ABC_FUZZ_REQUIRE(main.size() == 0 || std::memcmp(o.main.data(), main.data(), sizeof(T) * std::size_t(main.size())) == 0);
+  const double cap = std::is_same<T, float>::value ? 1e6 : 1e30;
+  if (bound <= cap) {
+    ABC_FUZZ_REQUIRE(max_abs(o.main) < std::numeric_limits<double>::infinity());
+    ABC_FUZZ_REQUIRE(max_abs(o.memory) < std::numeric_limits<double>::infinity());
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  Reader in(data, size);
+  const std::uint8_t what = in.byte();
+  try {
+    switch (what % 4) {
+      case 0: trams<float>(in); break;
+      case 1: trams<double>(in); break;
+      case 2: gmat<float>(in); break;
+      default: gmat<double>(in);
+    }
+  } catch (...) {
+    __builtin_trap();  // only the harness's own calls may throw, and they are caught
+  }
+  return 0;
+}
