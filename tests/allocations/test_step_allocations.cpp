@@ -57,17 +57,19 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
-// Steps `attn` over a few tokens with the allocation counter armed; returns the count.
+// Steps `attn` over the tokens with the allocation counter armed after the first `warm` (outside
+// the count: TRAMS sizes its read buffers as its pool fills); returns the count.
 template <class Attn, class T>
-long allocations_in_steps(const Attn& attn, const abc::Matrix<T>& q, const abc::Matrix<T>& k, const abc::Matrix<T>& v) {
+long allocations_in_steps(const Attn& attn, const abc::Matrix<T>& q, const abc::Matrix<T>& k, const abc::Matrix<T>& v,
+                          abc::Index warm = 1) {
   auto state = attn.make_state(k.cols(), v.cols());
   abc::Vector<T> out(v.cols());
-  attn.step_into(state, q.row(0), k.row(0), v.row(0), out);  // warm-up outside the count
+  for (abc::Index t = 0; t < warm; ++t) attn.step_into(state, q.row(t), k.row(t), v.row(t), out);
   allocations = 0;
   armed = true;
   Eigen::internal::set_is_malloc_allowed(false);
   try {
-    for (abc::Index t = 1; t < q.rows(); ++t) attn.step_into(state, q.row(t), k.row(t), v.row(t), out);
+    for (abc::Index t = warm; t < q.rows(); ++t) attn.step_into(state, q.row(t), k.row(t), v.row(t), out);
   } catch (const std::logic_error&) {  // an Eigen heap allocation
     allocations += 1000;
   }
@@ -88,6 +90,37 @@ TEMPLATE_TEST_CASE("step_into allocates nothing", "[allocations][step]", float, 
   REQUIRE(allocations_in_steps(abc::BoundedAttention{Linformer<T>(8, N, 1)}, q, k, v) == 0);
   REQUIRE(allocations_in_steps(abc::BoundedAttention{Cluster<T>(ref::random<T>(5, d, 4))}, q, k, v) == 0);
   REQUIRE(allocations_in_steps(abc::BoundedAttention{RandomFeature<T>{abc::feature::RandomFourier<T>(abc::feature::Projection<T>(8, d, 1).draw())}}, q, k, v) == 0);
+  REQUIRE(allocations_in_steps(abc::BoundedAttention{Dilated<T>{4, 2}}, q, k, v) == 0);
+  REQUIRE(allocations_in_steps(abc::BoundedAttention{RandomSlot<T>(8, 5)}, q, k, v) == 0);
+  REQUIRE(allocations_in_steps(abc::BoundedAttention{Compressive<T>(4, 8)}, q, k, v) == 0);
+  REQUIRE(allocations_in_steps(abc::BoundedAttention{GlobalTokens<T>(std::vector<abc::Index>{0, 3, 9})}, q, k, v) == 0);
+  const abc::Vector<T> w_g = ref::random<T>(d, 1, 6);
+  REQUIRE(allocations_in_steps(abc::BoundedAttention{Gated<Mlp<T>>(Mlp<T>(d, 8, 7), w_g, T(1))}, q, k, v) == 0);
+  REQUIRE(allocations_in_steps(
+              abc::BoundedAttention{Concat<GlobalTokens<T>, SlidingWindow<T>>(GlobalTokens<T>(std::vector<abc::Index>{0}), SlidingWindow<T>{4})},
+              q, k, v) == 0);
+  const abc::select::KeyScore<T> score(ref::random<T>(d, 12, 8));
+  REQUIRE(allocations_in_steps(abc::BoundedAttention{TopKEviction<T>(4, 4, score)}, q, k, v) == 0);
+}
+
+// TRAMS reads a gathered copy of its kept tokens: once the pool is full, a step reuses the
+// state's buffers (a scaled query folded into the product would be an Eigen temporary).
+TEMPLATE_TEST_CASE("TRAMS step_into allocates nothing once its pool is full", "[allocations][step][trams]", float, double) {
+  using T = TestType;
+  const abc::Index d = 16, dv = 8, N = 40, pool = 12;
+  auto q = ref::random<T>(N, d, 11), k = ref::random<T>(N, d, 12), v = ref::random<T>(N, dv, 13);
+  const abc::select::KeyScore<T> score(ref::random<T>(d, 12, 14));
+  REQUIRE(allocations_in_steps(abc::select::TramsAttention<T>({pool, 4, 3}, score), q, k, v, pool + 1) == 0);
+  abc::select::TramsConfig original{pool, 4, 3};
+  original.positions = abc::select::PositionMode::original;
+  REQUIRE(allocations_in_steps(abc::select::TramsAttention<T>(original, score), q, k, v, pool + 1) == 0);
+}
+
+TEMPLATE_TEST_CASE("the allocation guards see what they guard", "[allocations][step]", float, double) {
+  using T = TestType;
+  using namespace abc::control;
+  const abc::Index d = 16, dv = 8;
+  auto q = ref::random<T>(1, d, 1), k = ref::random<T>(1, d, 2), v = ref::random<T>(1, dv, 3);
   // The guard works: the by-value step allocates its result, and that is caught.
   auto state = abc::BoundedAttention{SlidingWindow<T>{8}}.make_state(d, dv);
   Eigen::internal::set_is_malloc_allowed(false);

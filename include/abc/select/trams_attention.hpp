@@ -304,7 +304,9 @@ class TramsAttention {
     s.gather_keys_.bottomRows(n) = k;
     s.gather_values_.bottomRows(n) = v;
     s.logits_.resize(n, keys);
-    s.logits_.noalias() = scale(d) * q * s.gather_keys_.transpose();
+    // Scaled after the product: a scaled query inside it would be an Eigen temporary per step.
+    s.logits_.noalias() = q * s.gather_keys_.transpose();
+    s.logits_ *= scale(d);
     if constexpr (!std::is_same<Bias, NoBias>::value) {
       Eigen::Matrix<std::int64_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> dist(n, keys);
       fill_distances(s, a, n, dist);
