@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: MIT
-// abc fuzz: what both harnesses share: the trap on a broken invariant and the fuzz-input reader.
+// abc fuzz: what the harnesses share: the trap on a broken invariant, the fuzz-input reader, the
+// check that only library errors are thrown, and a NaN-aware magnitude.
 #pragma once
 
+#include <abc/error.hpp>
 #include <abc/types.hpp>
+
+#include <algorithm>
+#include <cmath>
 
 #include <cstddef>
 #include <cstdint>
@@ -63,5 +68,32 @@ class Reader {
   const std::uint8_t* p_;
   std::size_t n_;
 };
+
+// Runs f; true when it threw a library error (abc::shape_error or abc::config_error), traps on any
+// other exception.
+template <class F>
+bool throws(F&& f) {
+  try {
+    f();
+  } catch (const abc::shape_error&) {
+    return true;
+  } catch (const abc::config_error&) {
+    return true;
+  } catch (...) {
+    __builtin_trap();
+  }
+  return false;
+}
+
+// The largest |entry|, NaN-aware: a NaN or an infinity gives +inf.
+template <class T>
+double max_abs(const abc::Matrix<T>& m) {
+  double r = 0;
+  for (Index i = 0; i < m.size(); ++i) {
+    const double a = std::abs(double(m.data()[i]));
+    r = std::isnan(a) ? std::numeric_limits<double>::infinity() : std::max(r, a);
+  }
+  return r;
+}
 
 }  // namespace abc_fuzz

@@ -27,20 +27,7 @@ namespace {
 
 using abc::Index;
 using abc_fuzz::Reader;
-
-template <class F>
-bool throws(F&& f) {
-  try {
-    f();
-  } catch (const abc::shape_error&) {
-    return true;
-  } catch (const abc::config_error&) {
-    return true;
-  } catch (...) {
-    __builtin_trap();
-  }
-  return false;
-}
+using abc_fuzz::throws;
 
 template <class T>
 bool same_bits(const abc::Matrix<T>& a, const abc::Matrix<T>& b) {

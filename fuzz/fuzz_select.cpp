@@ -28,31 +28,9 @@
 namespace {
 
 using abc::Index;
+using abc_fuzz::max_abs;
 using abc_fuzz::Reader;
-
-template <class F>
-bool throws(F&& f) {
-  try {
-    f();
-  } catch (const abc::shape_error&) {
-    return true;
-  } catch (const abc::config_error&) {
-    return true;
-  } catch (...) {
-    __builtin_trap();
-  }
-  return false;
-}
-
-template <class T>
-double max_abs(const abc::Matrix<T>& m) {  // NaN-aware: NaN or Inf gives +inf
-  double r = 0;
-  for (Index i = 0; i < m.size(); ++i) {
-    const double a = std::abs(double(m.data()[i]));
-    r = std::isnan(a) ? std::numeric_limits<double>::infinity() : std::max(r, a);
-  }
-  return r;
-}
+using abc_fuzz::throws;
 
 template <class State>
 bool same_pool(const State& a, const State& b) {

@@ -91,20 +91,22 @@ inline bool checked_mul(Index a, Index b, Index& out) noexcept {
   return true;
 }
 
-// Throws config_error "<who>: <what> overflows (<a> <op> <b>)" when the sum or product of two sizes
-// does not fit in Index.
+// Throws config_error "<who>: <what> overflows (<a> <op> <b>)" unless the operation fit.
+inline void require_fits(bool fits, const char* who, const char* what, Index a, const char* op, Index b) {
+  if (!fits)
+    ABC_THROW(config_error(std::string(who) + ": " + what + " overflows (" + std::to_string(a) + op +
+                           std::to_string(b) + ")"));
+}
+
+// The sum or product of two sizes, which must fit in Index.
 inline Index require_sum(const char* who, const char* what, Index a, Index b) {
   Index r = 0;
-  if (!checked_add(a, b, r))
-    ABC_THROW(config_error(std::string(who) + ": " + what + " overflows (" + std::to_string(a) + " + " +
-                           std::to_string(b) + ")"));
+  require_fits(checked_add(a, b, r), who, what, a, " + ", b);
   return r;
 }
 inline Index require_product(const char* who, const char* what, Index a, Index b) {
   Index r = 0;
-  if (!checked_mul(a, b, r))
-    ABC_THROW(config_error(std::string(who) + ": " + what + " overflows (" + std::to_string(a) + " × " +
-                           std::to_string(b) + ")"));
+  require_fits(checked_mul(a, b, r), who, what, a, " × ", b);
   return r;
 }
 
