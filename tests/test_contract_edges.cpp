@@ -5,6 +5,7 @@
 // or products would overflow Index are refused by name instead of wrapping (UBSan's finding).
 #include <abc/abc.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -118,4 +119,49 @@ TEST_CASE("sizes whose sum or product overflows are refused by name", "[errors][
   const auto chunk = abc::LocalPattern::chunked(kMax);
   REQUIRE(chunk.range(9, 10) == std::pair<Index, Index>{0, 10});
   REQUIRE(abc::LocalPattern::window(kMax, kMax).main_scores(4) == 16);
+}
+
+TEMPLATE_TEST_CASE("KeyScore refuses a key that is not the width of its W_Q", "[trams][errors]", float, double) {
+  using T = TestType;
+  const KeyScore<T> score(ref::random<T>(4, 6, 1));
+  const abc::Vector<T> wide = ref::random<T>(16, 1, 2), narrow = ref::random<T>(2, 1, 3), fits = ref::random<T>(4, 1, 4);
+  // A wider key read past W_Q's summary (heap-buffer-overflow under ASan); a narrower one was scored
+  // against the wrong rows of G.
+  REQUIRE_THROWS_AS(score(wide), abc::shape_error);
+  REQUIRE_THROWS_WITH(score(wide), ABC_CONTAINS("abc::select::KeyScore: k.size() is 16, expected 4"));
+  REQUIRE_THROWS_WITH(score(narrow), ABC_CONTAINS("abc::select::KeyScore: k.size() is 2, expected 4"));
+  REQUIRE(std::isfinite(double(score(fits))));
+  // The plain norm reads keys of any width.
+  REQUIRE(std::abs(double(KeyScore<T>::norm()(wide)) - wide.template cast<double>().norm()) <= 1e-5);
+
+  // TopKEviction applies its score to the control input (the keys by default): the operator checks
+  // that width against the score's.
+  const abc::BoundedAttention topk{abc::control::TopKEviction<T>(2, 2, score)};
+  const auto q8 = ref::random<T>(5, 8, 5), v = ref::random<T>(5, 3, 6), x4 = ref::random<T>(5, 4, 7);
+  REQUIRE_THROWS_AS(topk.forward_causal(q8, q8, v), abc::shape_error);
+  REQUIRE_THROWS_WITH(topk.forward_causal(q8, q8, v), ABC_CONTAINS("k is [5 x 8], expected [5 x 4]"));
+  REQUIRE_THROWS_WITH(topk.forward_causal(q8, q8, v, ref::random<T>(5, 6, 8)), ABC_CONTAINS("x is [5 x 6], expected [5 x 4]"));
+  REQUIRE_NOTHROW(topk.forward_causal(q8, q8, v, x4));
+  auto s = topk.make_state(8, 3);
+  REQUIRE_THROWS_WITH(topk.step(s, q8.row(0).transpose(), q8.row(0).transpose(), v.row(0).transpose()),
+                      ABC_CONTAINS("k_t is [1 x 8], expected [1 x 4]"));
+  REQUIRE(s.position() == 0);
+}
+
+TEMPLATE_TEST_CASE("TRAMS distances refuse a negative or overflowing token count", "[trams][errors][overflow]", float,
+                   double) {
+  using T = TestType;
+  const TramsAttention<T> trams({8, 2, 2}, KeyScore<T>::norm());
+  auto s = trams.make_state(4, 3);
+  trams.segment(s, ref::random<T>(3, 4, 1), ref::random<T>(3, 4, 2), ref::random<T>(3, 3, 3));
+  REQUIRE_THROWS_AS(trams.distances(s, -1), abc::config_error);
+  REQUIRE_THROWS_WITH(trams.distances(s, -1),
+                      ABC_CONTAINS("abc::select::TramsAttention::distances: n is -1, expected at least 0"));
+  // Three kept tokens plus kMax new ones: the row width overflows Index.
+  REQUIRE_THROWS_AS(trams.distances(s, kMax), abc::config_error);
+  REQUIRE_THROWS_WITH(trams.distances(s, kMax), ABC_CONTAINS("attended(state).size() + n overflows (3 + "));
+  // A row width that fits, but not the whole matrix.
+  REQUIRE_THROWS_WITH(trams.distances(s, Index(1) << 40), ABC_CONTAINS("n × (attended(state).size() + n) overflows"));
+  REQUIRE(trams.distances(s, 0).size() == 0);
+  REQUIRE(trams.distances(s, 2).cols() == 5);
 }

@@ -67,9 +67,10 @@ class KeyScore {
   const Eigen::MatrixXd& gram() const noexcept { return gram_; }  ///< G = W_Q W_Qᵀ [d × d]
   const Eigen::VectorXd& row_sums() const noexcept { return sums_; }  ///< u = W_Q 1 [d]
 
-  /// The score of key k [size] (size must be key_dim() unless the kind is key_norm). O(d²),
-  /// allocation-free; accumulated in double so equal keys always score equal and the ranking of
-  /// near-equal keys does not depend on the build's summation order.
+  /// The score of key k [size]. O(d²), allocation-free; accumulated in double so equal keys always
+  /// score equal and the ranking of near-equal keys does not depend on the build's summation order.
+  /// Unchecked: size must be key_dim() unless the kind is key_norm (the operators that apply the
+  /// score check their keys' width first; the Vector overload checks it).
   Scalar operator()(const Scalar* k, Index size) const noexcept {
     double quad = 0, lin = 0, sq = 0;
     const bool norm_only = kind_ == ScoreKind::key_norm;
@@ -108,7 +109,15 @@ class KeyScore {
     const Scalar r = static_cast<Scalar>(s);
     return std::isnan(r) ? -std::numeric_limits<Scalar>::infinity() : r;
   }
-  Scalar operator()(VectorRef<Scalar> k) const noexcept { return (*this)(k.data(), k.size()); }
+  /// The score of key k. \throws shape_error if k.size() is not key_dim() (> 0): G and u have
+  /// one row per entry of the keys W_Q was made for.
+  Scalar operator()(VectorRef<Scalar> k) const {
+    if (key_dim() > 0 && k.size() != key_dim())
+      detail::raise("abc::select::KeyScore",
+                    detail::value_problem(Status::shape_mismatch, "k.size()", k.size(), "", key_dim(),
+                                          "the key width W_Q was made for: its rows"));
+    return (*this)(k.data(), k.size());
+  }
 
  private:
   KeyScore() : kind_(ScoreKind::key_norm) {}

@@ -144,7 +144,9 @@ class TramsAttention {
   const KeyScore<Scalar>& score() const noexcept { return score_; }
   Scalar scale(Index d) const noexcept { return cfg_.scale > 0 ? Scalar(cfg_.scale) : Scalar(1) / std::sqrt(Scalar(d)); }
 
-  /// An empty pool for keys of width d and values of width dv.
+  /// An empty pool for keys of width d and values of width dv. \throws config_error if d or dv < 1
+  /// (sizes, not data: zero-width q, k or v in a call are shape_errors naming them), shape_error if
+  /// d is not the score's key_dim() (> 0).
   State make_state(Index d, Index dv) const {
     detail::Problem p;
     if (d < 1) p = detail::at_least(Status::bad_config, "d", d, 1, "keys need a column");
@@ -213,12 +215,18 @@ class TramsAttention {
    * read: [n × (m′ + n)], m′ = attended(s).size(), keys in read order (kept, then the segment).
    * Compacted: m′ + i − a for list index a (the released code's contiguous positions); original:
    * the query's position minus the key's. Negative entries are the segment's future (masked).
+   * \throws config_error if n < 0, or if m′ + n or n · (m′ + n) overflows Index.
    */
   Eigen::Matrix<std::int64_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> distances(const State& s,
                                                                                         Index n) const {
+    constexpr const char* who = "abc::select::TramsAttention::distances";
+    if (n < 0) detail::raise(who, detail::at_least(Status::bad_config, "n", n, 0, "a token count"));
     std::vector<Index> a;
     select_into(s, a);
-    Eigen::Matrix<std::int64_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> dist(n, Index(a.size()) + n);
+    // The shape is checked before it is formed: a count from the caller may be absurd.
+    const Index width = detail::require_sum(who, "attended(state).size() + n", Index(a.size()), n);
+    detail::require_product(who, "n × (attended(state).size() + n)", n, width);
+    Eigen::Matrix<std::int64_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> dist(n, width);
     fill_distances(s, a, n, dist);
     return dist;
   }
