@@ -165,3 +165,91 @@ TEMPLATE_TEST_CASE("TRAMS distances refuse a negative or overflowing token count
   REQUIRE(trams.distances(s, 0).size() == 0);
   REQUIRE(trams.distances(s, 2).cols() == 5);
 }
+
+TEMPLATE_TEST_CASE("TRAMS and GMAT: zero-width arguments are shape_errors naming them, in every call",
+                   "[trams][gmat][errors][shape][zero_width]", float, double) {
+  using T = TestType;
+  using abc::Matrix;
+  const TramsAttention<T> trams({8, 2, 2}, KeyScore<T>::norm());
+  auto s = trams.make_state(4, 3);
+  const Matrix<T> q = ref::random<T>(2, 4, 1), v = ref::random<T>(2, 3, 2), z(2, 0);
+  trams.segment(s, q, q, v);
+  const auto before = s.key(1);
+  const auto bias = [](Index, std::int64_t) { return 0.0; };
+  Matrix<T> out(2, 3);
+  for (int arg = 0; arg < 3; ++arg) {
+    const Matrix<T>& qq = arg == 0 ? z : q;
+    const Matrix<T>& kk = arg == 1 ? z : q;
+    const Matrix<T>& vv = arg == 2 ? z : v;
+    const char* want = arg == 0 ? "abc::select::TramsAttention: q is [2 x 0], expected [2 x 4]"
+                       : arg == 1 ? "abc::select::TramsAttention: k is [2 x 0], expected [2 x 4]"
+                                  : "abc::select::TramsAttention: v is [2 x 0], expected [2 x 3]";
+    INFO(want);
+    REQUIRE_THROWS_AS(trams.segment(s, qq, kk, vv), abc::shape_error);
+    REQUIRE_THROWS_WITH(trams.segment(s, qq, kk, vv), ABC_CONTAINS(want));
+    REQUIRE_THROWS_WITH(trams.segment(s, qq, kk, vv, bias), ABC_CONTAINS(want));
+    REQUIRE_THROWS_WITH(trams.segment_into(s, qq, kk, vv, out), ABC_CONTAINS(want));
+  }
+  const abc::Vector<T> q1 = q.row(0).transpose(), v1 = v.row(0).transpose(), z1(0);
+  REQUIRE_THROWS_AS(trams.step(s, z1, q1, v1), abc::shape_error);
+  REQUIRE_THROWS_WITH(trams.step(s, z1, q1, v1), ABC_CONTAINS("q is [1 x 0], expected [1 x 4]"));
+  REQUIRE_THROWS_WITH(trams.step(s, q1, z1, v1), ABC_CONTAINS("k is [1 x 0], expected [1 x 4]"));
+  REQUIRE_THROWS_WITH(trams.step(s, q1, q1, z1), ABC_CONTAINS("v is [1 x 0], expected [1 x 3]"));
+  REQUIRE(s.size() == 2);
+  REQUIRE(s.position() == 2);
+  REQUIRE(s.key(1) == before);
+  // make_state's arguments are sizes, not data: config_error.
+  REQUIRE_THROWS_AS(trams.make_state(4, 0), abc::config_error);
+  REQUIRE_THROWS_WITH(trams.make_state(4, 0), ABC_CONTAINS("abc::select::TramsAttention::make_state: dv is 0, expected at least 1"));
+
+  // GMAT: each of the six arguments at zero width, in forward, forward_main and forward_into.
+  const abc::GlobalMemoryAttention<T> gmat(abc::LocalPattern::window(1, 1));
+  const Matrix<T> x = ref::random<T>(5, 4, 3), xv = ref::random<T>(5, 3, 4), m = ref::random<T>(2, 4, 5),
+                  mv = ref::random<T>(2, 3, 6), x0(5, 0), m0(2, 0);
+  Matrix<T> ox(5, 3), om(2, 3);
+  REQUIRE_THROWS_AS(gmat.forward(x0, x, xv, m, m, mv), abc::shape_error);
+  REQUIRE_THROWS_WITH(gmat.forward(x0, x, xv, m, m, mv), ABC_CONTAINS("abc::GlobalMemoryAttention: q_x is [5 x 0], expected [5 x 4]"));
+  REQUIRE_THROWS_WITH(gmat.forward(x0, x0, xv, m, m, mv), ABC_CONTAINS("k_x.cols() is 0, expected at least 1"));
+  REQUIRE_THROWS_WITH(gmat.forward(x, x, x0, m, m, mv), ABC_CONTAINS("v_x.cols() is 0, expected at least 1"));
+  REQUIRE_THROWS_WITH(gmat.forward(x, x, xv, m0, m, mv), ABC_CONTAINS("q_m is [2 x 0], expected [2 x 4]"));
+  REQUIRE_THROWS_WITH(gmat.forward(x, x, xv, m, m0, mv), ABC_CONTAINS("k_m is [2 x 0], expected [2 x 4]"));
+  REQUIRE_THROWS_WITH(gmat.forward(x, x, xv, m, m, m0), ABC_CONTAINS("v_m is [2 x 0], expected [2 x 3]"));
+  REQUIRE_THROWS_AS(gmat.forward_main(x0, x, xv, m, mv), abc::shape_error);
+  REQUIRE_THROWS_WITH(gmat.forward_main(x0, x, xv, m, mv), ABC_CONTAINS("q_x is [5 x 0], expected [5 x 4]"));
+  REQUIRE_THROWS_WITH(gmat.forward_main(x, x, x0, m, mv), ABC_CONTAINS("v_x.cols() is 0, expected at least 1"));
+  REQUIRE_THROWS_WITH(gmat.forward_main(x, x, xv, m0, mv), ABC_CONTAINS("k_m is [2 x 0], expected [2 x 4]"));
+  REQUIRE_THROWS_WITH(gmat.forward_into(x, x, xv, m, m, m0, ox, om), ABC_CONTAINS("v_m is [2 x 0], expected [2 x 3]"));
+  REQUIRE_THROWS_WITH(gmat.forward_into(x0, x, xv, m, m, mv, ox, om), ABC_CONTAINS("q_x is [5 x 0], expected [5 x 4]"));
+}
+
+TEMPLATE_TEST_CASE("BoundedAttention and SoftmaxAttention: zero-width arguments in step, a continued causal call and with x",
+                   "[errors][shape][zero_width]", float, double) {
+  using T = TestType;
+  using abc::Matrix;
+  const abc::BoundedAttention attn{abc::control::SlidingWindow<T>{4}};
+  const abc::BoundedAttention mlp{abc::control::Mlp<T>(2, 4, 7)};
+  const Matrix<T> q = ref::random<T>(5, 4, 1), v = ref::random<T>(5, 3, 2), x = ref::random<T>(5, 2, 3), z(5, 0);
+  auto s = attn.make_state(4, 3);
+  REQUIRE_THROWS_AS(attn.forward_causal(s, z, z, v), abc::shape_error);
+  REQUIRE_THROWS_WITH(attn.forward_causal(s, z, z, v), ABC_CONTAINS("abc::BoundedAttention::forward_causal: q.cols() is 0, expected at least 1"));
+  REQUIRE_THROWS_WITH(attn.forward_causal(s, q, z, v), ABC_CONTAINS("k is [5 x 0], expected [5 x 4]"));
+  REQUIRE_THROWS_WITH(attn.forward_causal(s, q, q, z), ABC_CONTAINS("v.cols() is 0, expected at least 1"));
+  REQUIRE_THROWS_WITH(attn.forward_causal(q, z, v), ABC_CONTAINS("k is [5 x 0], expected [5 x 4]"));
+  REQUIRE_THROWS_WITH(attn.forward(q, z, v), ABC_CONTAINS("k is [5 x 0], expected [5 x 4]"));
+  REQUIRE_THROWS_WITH(mlp.forward_causal(q, q, v, z), ABC_CONTAINS("x is [5 x 0], expected [5 x 2]"));
+  REQUIRE_THROWS_WITH(mlp.forward(q, q, v, z), ABC_CONTAINS("x is [5 x 0], expected [5 x 2]"));
+  REQUIRE_THROWS_WITH(mlp.forward_causal(q, z, v, x), ABC_CONTAINS("k is [5 x 0], expected [5 x 4]"));
+  const abc::Vector<T> q1 = q.row(0).transpose(), v1 = v.row(0).transpose(), z1(0);
+  REQUIRE_THROWS_AS(attn.step(s, z1, z1, v1), abc::shape_error);
+  REQUIRE_THROWS_WITH(attn.step(s, z1, z1, v1), ABC_CONTAINS("abc::BoundedAttention::step: q_t.size() is 0, expected at least 1"));
+  REQUIRE_THROWS_WITH(attn.step(s, q1, z1, v1), ABC_CONTAINS("k_t is [1 x 0], expected [1 x 4]"));
+  REQUIRE_THROWS_WITH(attn.step(s, q1, q1, z1), ABC_CONTAINS("v_t.size() is 0, expected at least 1"));
+  REQUIRE(s.position() == 0);
+
+  const abc::SoftmaxAttention<T> sm;
+  Matrix<T> out(5, 3);
+  REQUIRE_THROWS_WITH(sm.forward_causal(q, q, z), ABC_CONTAINS("abc::SoftmaxAttention::forward_causal: v.cols() is 0, expected at least 1"));
+  REQUIRE_THROWS_WITH(sm.forward(q, z, v), ABC_CONTAINS("k is [5 x 0], expected [5 x 4]"));
+  REQUIRE_THROWS_AS(sm.forward_into(z, z, v, out), abc::shape_error);
+  REQUIRE_THROWS_WITH(sm.forward_causal_into(z, z, v, out), ABC_CONTAINS("q.cols() is 0, expected at least 1"));
+}
