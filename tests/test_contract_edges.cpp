@@ -253,3 +253,30 @@ TEMPLATE_TEST_CASE("BoundedAttention and SoftmaxAttention: zero-width arguments 
   REQUIRE_THROWS_AS(sm.forward_into(z, z, v, out), abc::shape_error);
   REQUIRE_THROWS_WITH(sm.forward_causal_into(z, z, v, out), ABC_CONTAINS("q.cols() is 0, expected at least 1"));
 }
+
+TEST_CASE("composed and weight-drawing controls refuse sizes that overflow Index", "[errors][config][overflow]") {
+  using namespace abc::control;
+  const Index big = Index(1) << 32;
+  // The slot count of a concatenation is a sum (UBSan: signed overflow in Concat::num_slots()).
+  using SW = SlidingWindow<float>;
+  using Pair = Concat<SW, SW>;
+  REQUIRE_THROWS_AS(abc::BoundedAttention<Pair>(Pair(SW(kMax), SW(1))), abc::config_error);
+  REQUIRE_THROWS_WITH(Pair(SW(kMax), SW(1)),
+                      ABC_CONTAINS("abc::control::Concat: a.num_slots() + b.num_slots() (the slot count) overflows"));
+  using Inner = Concat<SW, Identity<float>>;
+  using Nested = Concat<Inner, SW>;
+  REQUIRE_THROWS_AS(Nested(Inner(SW(kMax / 2), Identity<float>(kMax / 2)), SW(2)), abc::config_error);
+  REQUIRE(Pair(SW(kMax - 1), SW(1)).num_slots() == kMax);
+  // Drawn weights: slots × input width entries (std::bad_alloc from Eigen, or nothing until a
+  // forward call for Cluster's centroids).
+  REQUIRE_THROWS_AS(Linformer<float>(big, big, 1), abc::config_error);
+  REQUIRE_THROWS_WITH(Linformer<float>(big, big, 1), ABC_CONTAINS("abc::control::Linformer: n × n_max (the weights' entries) overflows"));
+  REQUIRE_THROWS_AS(Mlp<float>(big, big, 1), abc::config_error);
+  REQUIRE_THROWS_WITH(Mlp<float>::random(big, big, 1), ABC_CONTAINS("abc::control::Mlp::random: n × d_x (the weights' entries) overflows"));
+  REQUIRE_THROWS_AS(Cluster<float>(big, big, 1), abc::config_error);
+  REQUIRE_THROWS_WITH(Cluster<float>(big, big, 1), ABC_CONTAINS("abc::control::Cluster: n × d_x (the centroids' entries) overflows"));
+  const abc::Matrix<float> x = abc::Matrix<float>::Ones(3, 4);
+  REQUIRE_THROWS_AS(Cluster<float>::kmeans(x, kMax, 1, 1), abc::config_error);
+  REQUIRE_THROWS_WITH(Cluster<float>::kmeans(x, kMax, 1, 1),
+                      ABC_CONTAINS("abc::control::Cluster::kmeans: n × x.cols() (the centroids' entries) overflows"));
+}

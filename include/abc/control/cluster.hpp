@@ -74,6 +74,8 @@ class Cluster {
     detail::require_at_least(kWho, "n", n, 1, "at least one cluster");
     detail::require_at_least(kWho, "d_x", d_x, 1, "the control input needs at least one column");
     detail::require_at_least(kWho, "max_iter", max_iter, 1, "k-means needs at least one update");
+    // The centroids are fitted in non-causal forward: refuse their shape now, not there.
+    detail::require_product(kWho, "n × d_x (the centroids' entries)", n, d_x);
   }
 
   Index num_slots() const noexcept { return n_; }
@@ -119,6 +121,7 @@ class Cluster {
     detail::require_at_least("abc::control::Cluster::kmeans", "n", n, 1, "at least one cluster");
     detail::require_at_least("abc::control::Cluster::kmeans", "max_iter", max_iter, 1,
                              "at least one update");
+    detail::require_product("abc::control::Cluster::kmeans", "n × x.cols() (the centroids' entries)", n, x.cols());
     const Index rows = x.rows();
     KMeansResult<Scalar> r;
     r.centroids = Matrix<Scalar>::Zero(n, x.cols());

@@ -51,8 +51,12 @@ class Concat {
   static constexpr int max_writes =
       kSparse ? detail::max_writes_of<A>::value + detail::max_writes_of<B>::value : 1;
 
-  /// \throws config_error if A and B read control inputs of different widths.
+  /// \throws config_error if A and B read control inputs of different widths, or if their slot
+  /// counts add up past Index.
   Concat(A a, B b) : a_(std::move(a)), b_(std::move(b)) {
+    // num_slots() is this sum, formed on every call: it must fit once and for all.
+    detail::require_sum("abc::control::Concat", "a.num_slots() + b.num_slots() (the slot count)", a_.num_slots(),
+                        b_.num_slots());
     const Index da = detail::input_dim_of(a_), db = detail::input_dim_of(b_);
     if (da > 0 && db > 0 && da != db)
       ABC_THROW(config_error("abc::control::Concat: b.input_dim() is " + std::to_string(db) + ", expected " +

@@ -135,6 +135,7 @@ class Mlp {
   static Matrix<Scalar> random_weights(Index d_x, Index n, std::uint64_t seed) {
     detail::require_at_least("abc::control::Mlp::random", "d_x", d_x, 1, "at least one input column");
     detail::require_at_least("abc::control::Mlp::random", "n", n, 1, "at least one slot");
+    detail::require_product("abc::control::Mlp::random", "n × d_x (the weights' entries)", n, d_x);
     Matrix<Scalar> w(n, d_x);
     const double sd = 1.0 / std::sqrt(static_cast<double>(d_x));
     for (Index i = 0; i < w.size(); ++i)
