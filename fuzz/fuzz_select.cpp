@@ -47,6 +47,23 @@ bool same_pool(const State& a, const State& b) {
   return true;
 }
 
+// The largest |entry| the pool holds: what an output is an average of, besides this call's tokens.
+template <class State>
+double pool_max_abs(const State& s) {
+  double r = 0;
+  const auto take = [&r](const auto& row) {
+    for (Index j = 0; j < row.size(); ++j) {
+      const double a = std::abs(double(row(j)));
+      r = std::isnan(a) ? std::numeric_limits<double>::infinity() : std::max(r, a);
+    }
+  };
+  for (Index i = 0; i < s.size(); ++i) {
+    take(s.key(i));
+    take(s.value(i));
+  }
+  return r;
+}
+
 Index hostile_size(Reader& in) {  // usually small, sometimes negative or absurd
   const std::uint8_t b = in.byte();
   if (b == 255) return std::numeric_limits<Index>::max();
@@ -99,7 +116,9 @@ void trams(Reader& in) {
     const Index n = in.index(0, 5);
     const abc::Matrix<T> q = in.matrix<T>(n, (in.byte() == 255) ? d + 1 : s.key_dim()), k = in.matrix<T>(n, s.key_dim()),
                          v = in.matrix<T>(n, s.value_dim());
-    const double bound = std::max({max_abs(q), max_abs(k), max_abs(v)});
+    // The pool's tokens from earlier calls count too: the output averages them (values) and their
+    // logits decide the weights (keys).
+    const double bound = std::max({max_abs(q), max_abs(k), max_abs(v), pool_max_abs(s)});
     const typename Trams::State before = s;
     const std::uint8_t form = in.byte() % 4;
     abc::Matrix<T> out;
@@ -112,7 +131,7 @@ void trams(Reader& in) {
         typename Trams::State r = before;
         for (Index i = 0; i < n; ++i) {
           const abc::Vector<T> o = attn.step(r, q.row(i).transpose(), k.row(i).transpose(), v.row(i).transpose());
-          const double tol = (std::is_same<T, float>::value ? 1e-3 : 1e-9) * (1 + max_abs(v));
+          const double tol = (std::is_same<T, float>::value ? 1e-3 : 1e-9) * (1 + bound);
           for (Index j = 0; j < o.size(); ++j) ABC_FUZZ_REQUIRE(std::abs(double(o(j)) - double(out(i, j))) <= tol);
         }
       }
