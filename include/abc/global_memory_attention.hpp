@@ -25,7 +25,7 @@ namespace abc {
  *
  * i.e. dense attention over the concatenation [X ; X_M] with the additive mask [[B, 0], [0, 0]].
  * With M = 0 and LocalPattern::full() it is vanilla attention. Bidirectional only: the memory sees
- * the whole sequence, so there is no causal form (spec-trams-gmat.md §B.1.8).
+ * the whole sequence, so there is no causal form (a design decision: the paper leaves it open).
  *
  * Built on the core's read: a block of main queries reads a gathered memory [its main keys ; the
  * M memory keys] — one-hot slots of an ABC memory, the local part then the global-token part, as

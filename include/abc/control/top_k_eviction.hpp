@@ -21,7 +21,7 @@ namespace control {
  * with the highest query-independent score (select::KeyScore) of all that have left the recent
  * window; a read is exact softmax attention over those recent + topk tokens.
  *
- * This is TRAMS with no pool expiry (spec-trams-gmat.md §A.2.5, an extension, not the paper's
+ * This is TRAMS with no pool expiry (an extension, not the paper's
  * method): with static scores, the top-k of a growing set is kept exactly by "insert, then evict
  * the minimum", so the state is the n = recent + topk slots themselves. Token t overwrites (decay
  * 0, weight 1) an empty slot while there is one, else the slot of the lowest-ranked token that is

@@ -14,7 +14,7 @@
 namespace abc {
 namespace select {
 
-/// Which query-independent score KeyScore computes (spec-trams-gmat.md §A.1.3).
+/// Which query-independent score KeyScore computes (the TRAMS paper ranks by its W_Q-projected key score).
 enum class ScoreKind {
   trams_code,         ///< √(kᵀGk) · |u·k|: the TRAMS authors' released code (default)
   trams_paper,        ///< (u·k) / √d_model: the paper's cos⟨k′, 1⟩ · ‖k′‖, which reduces to this

@@ -21,7 +21,7 @@
 namespace abc {
 namespace select {
 
-/// Which distance a position term sees for a kept key (spec-trams-gmat.md §A.1.5).
+/// Which distance a position term sees for a kept key; the released TRAMS code uses compacted ones.
 enum class PositionMode {
   compacted,  ///< the released code: kept keys get the distances of a contiguous sequence (default)
   original,   ///< the true distance between the query's and the key's positions
