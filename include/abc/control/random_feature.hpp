@@ -27,7 +27,9 @@ namespace control {
  * from the control input (the layer input; the keys unless the caller passes x), or gates given per
  * position. The denominator φ(q)·z can be ≤ 0 with sin/cos features at finite D: `floor` ε > 0
  * replaces it by max(den, ε) (not exact any more); with the default 0 the formula is exact and an
- * exactly zero denominator reads as 0.
+ * exactly zero denominator reads as 0. When the denominator (with φ(q) scaled to a largest entry of
+ * 1) is subnormal, S and z are sums of subnormal terms, each rounded to the smallest subnormal: the
+ * output is finite, but forms that sum in another order agree only to that absolute error.
  *
  * \tparam Scalar float or double.
  * \tparam FeatureMap feature::RandomFourier (default) or feature::ArcCosine.
