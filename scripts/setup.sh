@@ -4,13 +4,14 @@
 set -euo pipefail
 
 packages=(
-  cmake g++ clang                       # compilers and build
+  cmake g++ clang pkg-config            # compilers and build (pkg-config: a consumer test)
   libeigen3-dev libxsimd-dev xtl-dev    # the library's own dependencies
   catch2 libbenchmark-dev               # tests and benchmarks
   python3-numpy python3-matplotlib      # bench plots and interop checks
   libclang-rt-14-dev clang-tidy cppcheck  # sanitizers, libFuzzer, static analysis (scripts/test.sh)
   libomp-14-dev                         # OpenMP for clang, with Archer for ThreadSanitizer
   python3-torch                         # examples/pytorch_interop (reference written in PyTorch)
+  doxygen                               # the API reference (the `docs` target, checked by scripts/test.sh)
 )
 
 missing=()

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+// The project's one version: CMakeLists.txt reads these three lines (keep their form).
 #define ABC_VERSION_MAJOR 0
 #define ABC_VERSION_MINOR 1
 #define ABC_VERSION_PATCH 0
