@@ -2,8 +2,8 @@
 # abc: build and run the whole test suite through CTest. Installs what it needs first.
 #   scripts/test.sh            (main build directory: build/, or $ABC_BUILD_DIR)
 #
-# Stages (each in its own build directory, each building only what it needs; all with the strict
-# warnings of ABC_WERROR, so everything here builds warning-free with both g++ and clang++):
+# Stages (each in its own build directory, each building only what it needs; all with
+# -DABC_WERROR=ON, so everything here builds warning-free with both g++ and clang++):
 #   1. build/         g++ Release: tests, examples, benches; the whole CTest suite
 #   2. build-asan/    clang++ AddressSanitizer + UndefinedBehaviorSanitizer (RelWithDebInfo,
 #                     -fno-sanitize-recover=all: a finding fails): tests and examples, run
@@ -22,7 +22,7 @@ jobs=$(nproc)
 stage() { printf '\n==== abc test: %s ====\n' "$*"; }
 
 stage "1/7 Release (g++), full suite"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DABC_WERROR=ON
 cmake --build "$build" -j"$jobs"
 ctest --test-dir "$build" --output-on-failure -j"$jobs"
 
@@ -37,7 +37,7 @@ lean=(-DABC_BUILD_BENCHMARKS=OFF -DABC_INSTALL=OFF)
 
 stage "2/7 AddressSanitizer + UndefinedBehaviorSanitizer (clang++)"
 san="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
-cmake -S . -B build-asan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S . -B build-asan -DCMAKE_CXX_COMPILER=clang++ -DABC_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   "${lean[@]}" -DCMAKE_CXX_FLAGS="$san" -DCMAKE_EXE_LINKER_FLAGS="$san"
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -49,7 +49,7 @@ stage "3/7 ThreadSanitizer + OpenMP (clang++, libomp + Archer)"
 tsan="-fsanitize=thread -fno-omit-frame-pointer"
 archer=$(ls /usr/lib/llvm-*/lib/libarcher.so 2>/dev/null | head -1)
 [ -n "$archer" ] || { echo "libarcher.so not found (package libomp-14-dev)"; exit 1; }
-cmake -S . -B build-tsan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo "${lean[@]}" \
+cmake -S . -B build-tsan -DCMAKE_CXX_COMPILER=clang++ -DABC_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo "${lean[@]}" \
   -DABC_BUILD_EXAMPLES=OFF -DABC_WITH_OPENMP=ON -DCMAKE_CXX_FLAGS="$tsan" -DCMAKE_EXE_LINKER_FLAGS="$tsan"
 cmake --build build-tsan -j"$jobs" --target abc_mha_tests
 OMP_NUM_THREADS=4 OMP_TOOL_LIBRARIES="$archer" \
@@ -60,18 +60,18 @@ stage "4/7 scalar kernels (ABC_NO_SIMD=ON, clang++ -O1)"
 # clang++ -O1: the scalar path's results, not its speed, are under test, and this is the
 # cheapest build of abc_tests (the longest compile of the run on CI's two cores). Not g++ -O1:
 # its flow analysis is coarser there and reports Eigen copies as maybe-uninitialized.
-cmake -S . -B build-nosimd -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \
+cmake -S . -B build-nosimd -DCMAKE_CXX_COMPILER=clang++ -DABC_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DABC_NO_SIMD=ON "${lean[@]}" -DABC_BUILD_EXAMPLES=OFF
 cmake --build build-nosimd -j"$jobs" --target abc_tests abc_alloc_tests abc_mha_tests
 ctest --test-dir build-nosimd --output-on-failure -j"$jobs" -E "$skip|_NOT_BUILT"
 
 stage "5/7 benches with clang++ (build only)"
-cmake -S . -B build-clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \
+cmake -S . -B build-clang -DCMAKE_CXX_COMPILER=clang++ -DABC_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
   -DABC_BUILD_TESTS=OFF -DABC_BUILD_EXAMPLES=OFF -DABC_INSTALL=OFF
 cmake --build build-clang -j"$jobs"
 
 stage "6/7 fuzzers (libFuzzer + ASan + UBSan), bounded runs"
-cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DABC_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DABC_BUILD_TESTS=OFF -DABC_BUILD_EXAMPLES=OFF "${lean[@]}" -DABC_BUILD_FUZZERS=ON
 cmake --build build-fuzz -j"$jobs"
 bash fuzz/run.sh build-fuzz "${ABC_FUZZ_SECONDS:-30}"
