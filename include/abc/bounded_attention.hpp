@@ -65,8 +65,11 @@ class BoundedAttention {
                 "MatrixOut<T> write) const` (see abc/concepts.hpp)");
 
  public:
+  /// The control policy that states each token's decay and write.
   using control_type = Control;
+  /// float or double: the control's scalar type, that of every input, output and State.
   using scalar_type = typename Control::scalar_type;
+  /// The decode state of one sequence, made by make_state() and continued by step() and forward_causal().
   using state_type = State<scalar_type>;
   static_assert(detail::is_supported_scalar<scalar_type>::value,
                 "abc::BoundedAttention<Control>: Control::scalar_type must be float or double");
@@ -97,8 +100,11 @@ class BoundedAttention {
     if (p) detail::raise("abc::BoundedAttention", p);
   }
 
+  /// The control policy, as given to the constructor.
   const Control& control() const noexcept { return control_; }
+  /// The options, as given to the constructor.
   const Options& options() const noexcept { return options_; }
+  /// n, the number of memory slots (the control's num_slots()).
   Index num_slots() const noexcept { return control_.num_slots(); }
 
   /// The scale a read with queries of width `d` uses.
@@ -131,13 +137,17 @@ class BoundedAttention {
   void forward_into(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v, MatrixOut<T> out) const {
     run_forward(q, k, v, nullptr, out);
   }
+  /// As forward_into(q, k, v, out), with the control input x [N × d_x] instead of the keys.
   void forward_into(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v, MatrixRef<T> x,
                     MatrixOut<T> out) const {
     run_forward(q, k, v, &x, out);
   }
+  /// The checks of forward(q, k, v), without throwing: Status::ok when the call would succeed, else
+  /// the Status of the first failed check.
   [[nodiscard]] Status validate(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v) const noexcept {
     return check(Mode::non_causal, nullptr, q, k, v, nullptr).status;
   }
+  /// The checks of forward(q, k, v, x), without throwing.
   [[nodiscard]] Status validate(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v,
                                 MatrixRef<T> x) const noexcept {
     return check(Mode::non_causal, nullptr, q, k, v, &x).status;
@@ -154,6 +164,7 @@ class BoundedAttention {
     state_type s = state_for(k, v);
     return forward_causal(s, q, k, v);
   }
+  /// As forward_causal(q, k, v), with the control input x [N × d_x] instead of the keys.
   Matrix<T> forward_causal(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v, MatrixRef<T> x) const {
     state_type s = state_for(k, v);
     return forward_causal(s, q, k, v, x);
@@ -164,24 +175,32 @@ class BoundedAttention {
     forward_causal_into(state, q, k, v, out);
     return out;
   }
+  /// As forward_causal(state, q, k, v), with the control input x [N × d_x] instead of the keys.
   Matrix<T> forward_causal(state_type& state, MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v,
                            MatrixRef<T> x) const {
     Matrix<T> out(q.rows(), v.cols());
     forward_causal_into(state, q, k, v, x, out);
     return out;
   }
+  /// Allocation of the output left to the caller: `out` must be [N × dv]. Advances `state` by N
+  /// tokens; a call that throws leaves it unchanged.
+  /// \throws shape_error, config_error
   void forward_causal_into(state_type& state, MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v,
                            MatrixOut<T> out) const {
     run_causal(state, q, k, v, nullptr, out);
   }
+  /// As forward_causal_into(state, q, k, v, out), with the control input x [N × d_x] instead of the
+  /// keys.
   void forward_causal_into(state_type& state, MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v,
                            MatrixRef<T> x, MatrixOut<T> out) const {
     run_causal(state, q, k, v, &x, out);
   }
+  /// The checks of forward_causal(state, q, k, v), without throwing; `state` is only read.
   [[nodiscard]] Status validate(const state_type& state, MatrixRef<T> q, MatrixRef<T> k,
                                 MatrixRef<T> v) const noexcept {
     return check(Mode::causal, &state, q, k, v, nullptr).status;
   }
+  /// The checks of forward_causal(state, q, k, v, x), without throwing.
   [[nodiscard]] Status validate(const state_type& state, MatrixRef<T> q, MatrixRef<T> k,
                                 MatrixRef<T> v, MatrixRef<T> x) const noexcept {
     return check(Mode::causal, &state, q, k, v, &x).status;
@@ -202,6 +221,7 @@ class BoundedAttention {
 
   /**
    * \brief One causal token: writes (k_t, v_t) into `state` and reads it with q_t. O(n · d).
+   * \param state a state from make_state(d, dv) of this attention, advanced by one token
    * \param q_t [d], \param k_t [d], \param v_t [dv]
    * \return [dv]
    */
@@ -210,6 +230,7 @@ class BoundedAttention {
     step_into(state, q_t, k_t, v_t, out);
     return out;
   }
+  /// As step(state, q_t, k_t, v_t), with the control input x_t [d_x] instead of the key.
   Vector<T> step(state_type& state, VectorRef<T> q_t, VectorRef<T> k_t, VectorRef<T> v_t,
                  VectorRef<T> x_t) const {
     Vector<T> out(v_t.size());
@@ -221,14 +242,17 @@ class BoundedAttention {
                  VectorOut<T> out) const {
     run_step(state, q_t, k_t, v_t, nullptr, out);
   }
+  /// As step_into(state, q_t, k_t, v_t, out), with the control input x_t [d_x] instead of the key.
   void step_into(state_type& state, VectorRef<T> q_t, VectorRef<T> k_t, VectorRef<T> v_t,
                  VectorRef<T> x_t, VectorOut<T> out) const {
     run_step(state, q_t, k_t, v_t, &x_t, out);
   }
+  /// The checks of step(state, q_t, k_t, v_t), without throwing; `state` is only read.
   [[nodiscard]] Status validate_step(const state_type& state, VectorRef<T> q_t, VectorRef<T> k_t,
                                      VectorRef<T> v_t) const noexcept {
     return check(Mode::step, &state, rows(q_t), rows(k_t), rows(v_t), nullptr).status;
   }
+  /// The checks of step(state, q_t, k_t, v_t, x_t), without throwing.
   [[nodiscard]] Status validate_step(const state_type& state, VectorRef<T> q_t, VectorRef<T> k_t,
                                      VectorRef<T> v_t, VectorRef<T> x_t) const noexcept {
     MatrixRef<T> x = rows(x_t);
@@ -430,8 +454,8 @@ class BoundedAttention {
   }
 
   // Tokens per block of the non-causal memory build, which has no per-token reads: its cost is two
-  // GEMMs per block, flat from 64 to 256 tokens and 6-8 % slower at the causal kernel's 16
-  // (bench/README.md, "Chunk size"). Options::chunk is the causal kernel's.
+  // GEMMs per block, so larger blocks than the causal kernel's chunk pay (bench/README.md, "Chunk
+  // size", has the sweep). Options::chunk is the causal kernel's.
   static constexpr Index build_block = 128;
 
   // The memory of all N tokens (the final state of the recurrence).

@@ -39,6 +39,7 @@ namespace abc {
 template <class Scalar = float>
 class GlobalMemoryAttention {
  public:
+  /// float or double.
   using scalar_type = Scalar;
 
   /// Main rows and memory rows of one call.
@@ -52,12 +53,18 @@ class GlobalMemoryAttention {
     detail::require_scale("abc::GlobalMemoryAttention", "scale", scale);
   }
 
+  /// The main → main pattern B, as given to the constructor.
   const LocalPattern& pattern() const noexcept { return pattern_; }
 
   /**
    * \brief Main rows and memory rows.
-   * \param q_x, k_x [L × d], v_x [L × dv]: the main tokens; \param q_m, k_m [M × d], v_m [M × dv]:
-   * the memory tokens. L or M may be 0.
+   * \param q_x main queries, [L × d]
+   * \param k_x main keys, [L × d]
+   * \param v_x main values, [L × dv]
+   * \param q_m memory queries, [M × d]
+   * \param k_m memory keys, [M × d]
+   * \param v_m memory values, [M × dv]
+   * \return main [L × dv] and memory [M × dv] rows. L or M may be 0.
    * \throws shape_error, config_error
    */
   Output forward(MatrixRef<Scalar> q_x, MatrixRef<Scalar> k_x, MatrixRef<Scalar> v_x, MatrixRef<Scalar> q_m,

@@ -28,7 +28,10 @@ namespace abc {
 template <class T>
 class HeadTensor {
  public:
+  /// T without const: float or double.
   using scalar_type = std::remove_const_t<T>;
+  /// What head() and rows() return: an Eigen map [rows × dim], row-major with outer stride
+  /// seq_stride(); read-only when T is const.
   using map_type = Eigen::Map<std::conditional_t<std::is_const<T>::value, const Matrix<scalar_type>, Matrix<scalar_type>>,
                               0, Eigen::OuterStride<>>;
 
@@ -94,10 +97,15 @@ class HeadTensor {
     return HeadTensor(data, heads, dim, heads * dim, dim, std::move(st), std::move(len));
   }
 
+  /// The number of sequences.
   Index batch() const noexcept { return Index(lengths_.size()); }
+  /// The number of heads.
   Index heads() const noexcept { return heads_; }
+  /// The features per head and token.
   Index dim() const noexcept { return dim_; }
+  /// The true length of sequence b; unchecked: 0 ≤ b < batch().
   Index length(Index b) const noexcept { return lengths_[std::size_t(b)]; }
+  /// Elements from one token to the next within a sequence and head.
   Index seq_stride() const noexcept { return seq_stride_; }
 
   /// Sequence b, head h: [length(b) × dim], no copy.

@@ -26,8 +26,10 @@ namespace abc {
  */
 class LocalPattern {
  public:
+  /// Which pattern: full(), chunked(C) or window(left, right).
   enum class Kind { full, chunked, window };
 
+  /// Every main token reads every main token (vanilla attention).
   static LocalPattern full() noexcept { return LocalPattern(Kind::full, 0, 0); }
   /// \throws config_error if size < 1.
   static LocalPattern chunked(Index size) {
@@ -40,11 +42,16 @@ class LocalPattern {
     detail::require_at_least("abc::LocalPattern::window", "right", right, 0, "tokens after the query");
     return LocalPattern(Kind::window, left, right);
   }
+  /// window(w, w): w tokens on each side. \throws config_error if w < 0.
   static LocalPattern window(Index w) { return window(w, w); }
 
+  /// Which pattern this is.
   Kind kind() const noexcept { return kind_; }
+  /// C for chunked(C); 0 for the other kinds.
   Index chunk_size() const noexcept { return kind_ == Kind::chunked ? a_ : 0; }
+  /// The tokens a window reads before the query; 0 for the other kinds.
   Index left() const noexcept { return kind_ == Kind::window ? a_ : 0; }
+  /// The tokens a window reads after the query; 0 for the other kinds.
   Index right() const noexcept { return kind_ == Kind::window ? b_ : 0; }
 
   /// The main tokens [first, second) that main token i of L reads; never empty (it holds i).

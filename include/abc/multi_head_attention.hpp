@@ -37,24 +37,32 @@ namespace abc {
 template <class Control>
 class MultiHeadAttention {
  public:
+  /// The control's scalar type, float or double.
   using scalar_type = typename Control::scalar_type;
+  /// The single-head operator each query head runs.
   using attention_type = BoundedAttention<Control>;
+  /// The decode state of one sequence and head.
   using state_type = State<scalar_type>;
+  /// A sequence's id in a Pool, chosen by the caller.
   using SeqId = std::uint64_t;
 
   /// The decode states of many sequences, addressed by id: one State per head each. The states are
   /// handed out read-only: only the MultiHeadAttention that added a sequence changes them.
   class Pool {
    public:
+    /// Whether sequence `id` is in the pool.
     bool contains(SeqId id) const { return states_.count(id) != 0; }
+    /// The number of sequences in the pool.
     std::size_t size() const noexcept { return states_.size(); }
     /// The states of sequence `id`, one per head. \throws config_error for an unknown id.
     const std::vector<state_type>& states(SeqId id) const { return find(id); }
+    /// Removes sequence `id` and its states; an id not in the pool is ignored.
     void drop(SeqId id) { states_.erase(id); }
     /// Sequence `id` back to empty memories at position 0.
     void reset(SeqId id) {
       for (auto& s : find(id)) s.reset();
     }
+    /// Bytes of memory all the states hold (State::bytes() summed).
     std::size_t bytes() const noexcept {
       std::size_t b = 0;
       for (const auto& kv : states_)
@@ -96,8 +104,11 @@ class MultiHeadAttention {
     for (const auto& c : per_head) heads_.emplace_back(c, options);
   }
 
+  /// The number of query heads.
   Index heads() const noexcept { return Index(heads_.size()); }
+  /// The number of key/value heads; it divides heads().
   Index kv_heads() const noexcept { return kv_heads_; }
+  /// The attention of query head h; unchecked: 0 ≤ h < heads().
   const attention_type& head(Index h) const { return heads_[std::size_t(h)]; }
   /// The key/value head query head h reads.
   Index kv_head(Index h) const noexcept { return h / (heads() / kv_heads_); }
@@ -152,16 +163,18 @@ class MultiHeadAttention {
     });
   }
 
-  /// The checks of forward, forward_causal and the pooled forward_causal, without throwing.
+  /// The checks of forward(q, k, v, out), without throwing: Status::ok when the call would succeed.
   [[nodiscard]] Status validate(const HeadTensor<const scalar_type>& q, const HeadTensor<const scalar_type>& k,
                                 const HeadTensor<const scalar_type>& v, const HeadTensor<scalar_type>& out) const {
     return problem(Form::non_causal, q, k, v, out, nullptr, no_pool).status;
   }
+  /// The checks of forward_causal(q, k, v, out), without throwing.
   [[nodiscard]] Status validate_causal(const HeadTensor<const scalar_type>& q, const HeadTensor<const scalar_type>& k,
                                        const HeadTensor<const scalar_type>& v,
                                        const HeadTensor<scalar_type>& out) const {
     return problem(Form::causal, q, k, v, out, nullptr, no_pool).status;
   }
+  /// The checks of forward_causal(pool, ids, q, k, v, out), without throwing; nothing is changed.
   [[nodiscard]] Status validate(const Pool& pool, const std::vector<SeqId>& ids, const HeadTensor<const scalar_type>& q,
                                 const HeadTensor<const scalar_type>& k, const HeadTensor<const scalar_type>& v,
                                 const HeadTensor<scalar_type>& out) const {

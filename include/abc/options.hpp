@@ -28,11 +28,13 @@ enum class CausalKernel { automatic, chunked, recurrent };
 struct Options {
   /// Softmax scale of the read; 0 (default) means 1/sqrt(d) with d the query width.
   double scale = 0.0;
+  /// What a never-written slot contributes to a softmax read; default: nothing (masked).
   EmptySlots empty_slots = EmptySlots::masked;
+  /// Which kernel forward_causal runs for a softmax readout; all agree to rounding.
   CausalKernel causal_kernel = CausalKernel::automatic;
-  /// Tokens per chunk of the chunked causal kernel. 16 is the fastest of C ∈ {8 … 256} for
-  /// ABC-MLP and RFA at n ∈ {16, 64, 256}, d = 64 (bench/README.md, "Chunk size"): larger chunks
-  /// pay O(C²·n) per chunk for the chunk-local weights, smaller ones GEMMs too thin to be fast.
+  /// Tokens per chunk of the chunked causal kernel (≥ 1). Larger chunks pay O(C²·n) per chunk
+  /// for the chunk-local weights, smaller ones run GEMMs too thin to be fast; the default is the
+  /// measured best for ABC-MLP and RFA (the chunk sweep in bench/README.md).
   Index chunk = 16;
 };
 

@@ -11,8 +11,11 @@ namespace abc {
 /// One slot touched by a sparse write: K̃[slot] ← decay · K̃[slot] + weight · k.
 template <class T>
 struct SlotWrite {
+  /// The slot, in [0, n).
   Index slot = 0;
+  /// The factor the slot's row is multiplied by before the write.
   T decay = T(1);
+  /// The weight of the key (and value) added to the slot.
   T weight = T(0);
 };
 
@@ -30,10 +33,14 @@ struct SlotWrite {
 template <class T, int MaxWrites>
 struct SparseWrite {
   static_assert(MaxWrites >= 1, "abc::SparseWrite: MaxWrites must be at least 1");
+  /// The factor every slot is multiplied by first; 1 unless the control is gated.
   T decay_all = T(1);
+  /// The number of writes listed, at most MaxWrites.
   int count = 0;
+  /// The writes; only the first `count` are applied.
   std::array<SlotWrite<T>, MaxWrites> writes{};
 
+  /// Lists the write (slot, decay, weight). Unchecked: count must be < MaxWrites.
   void add(Index slot, T decay, T weight) noexcept { writes[static_cast<std::size_t>(count++)] = {slot, decay, weight}; }
 };
 

@@ -28,8 +28,11 @@ namespace abc {
 template <class T = float>
 class SoftmaxAttention {
  public:
+  /// float or double.
   using scalar_type = T;
+  /// Queries per block of the kernel.
   static constexpr Index query_block = 64;
+  /// Keys per block of the kernel.
   static constexpr Index key_block = 256;
 
   /// `scale` 0 means 1/sqrt(d). \throws config_error if it is negative or not finite.
@@ -49,9 +52,11 @@ class SoftmaxAttention {
     run(q, k, v, true, out);
     return out;
   }
+  /// As forward(q, k, v), into a caller-owned `out` [M × dv]. \throws shape_error, config_error
   void forward_into(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v, MatrixOut<T> out) const {
     run(q, k, v, false, out);
   }
+  /// As forward_causal(q, k, v), into a caller-owned `out` [N × dv]. \throws shape_error, config_error
   void forward_causal_into(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v, MatrixOut<T> out) const {
     run(q, k, v, true, out);
   }

@@ -42,13 +42,17 @@ struct StateAccess;  // serialisation (abc/state_io.hpp) reads and rebuilds the 
 template <class T>
 class State {
  public:
+  /// float or double.
   using scalar_type = T;
 
   /// No memory: make one with BoundedAttention::make_state (or fill this one with load_state).
   State() = default;
 
+  /// n, the number of slots (0 for a default-constructed State).
   Index num_slots() const noexcept { return keys_.rows(); }
+  /// d, the width of K̃; 0 for a linear readout, which keeps no K̃.
   Index key_dim() const noexcept { return keys_.cols(); }
+  /// dv, the width of Ṽ.
   Index value_dim() const noexcept { return values_.cols(); }
   /// Tokens consumed since construction or the last reset().
   Index position() const noexcept { return position_; }
@@ -93,12 +97,15 @@ class State {
     position_ = 0;
   }
 
+  /// Equal values: the same shapes, position, K̃, Ṽ, normaliser, written slots, slot positions
+  /// and control type, compared exactly (the step work space is ignored).
   friend bool operator==(const State& a, const State& b) noexcept {
     return a.position_ == b.position_ && a.keys_.rows() == b.keys_.rows() &&
            a.keys_.cols() == b.keys_.cols() && a.values_.cols() == b.values_.cols() &&
            a.keys_ == b.keys_ && a.values_ == b.values_ && a.written_ == b.written_ &&
            a.norm_ == b.norm_ && a.positions_ == b.positions_ && a.kind_ == b.kind_;
   }
+  /// Not equal in the sense of operator==.
   friend bool operator!=(const State& a, const State& b) noexcept { return !(a == b); }
 
  private:

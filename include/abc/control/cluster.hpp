@@ -25,6 +25,8 @@ struct KMeansResult {
   Matrix<Scalar> centroids;       ///< [n × d_x]
   std::vector<Index> assignments;  ///< nearest centroid of each row of x, under `centroids`
   Index iterations = 0;           ///< Lloyd updates done
+  /// Status::ok if the assignments stopped changing, Status::no_convergence if `max_iter` updates
+  /// were done first.
   Status status = Status::ok;
 };
 
@@ -52,11 +54,13 @@ namespace control {
 template <class Scalar = float>
 class Cluster {
  public:
+  /// float or double.
   using scalar_type = Scalar;
   /// The control's name in state blobs.
   static std::string tag() { return "abc::control::Cluster"; }
+  /// One write per token, into the slot of its nearest centroid.
   static constexpr int max_writes = 1;
-  static constexpr bool has_decay_all = false;  // only the joined slot decays
+  static constexpr bool has_decay_all = false;  ///< only the joined slot decays
 
   /// From given centroids [n × d_x]. \throws config_error if empty or not finite.
   explicit Cluster(Matrix<Scalar> centroids)
@@ -78,10 +82,14 @@ class Cluster {
     detail::require_product(kWho, "n × d_x (the centroids' entries)", n, d_x);
   }
 
+  /// n, the number of clusters (one slot each).
   Index num_slots() const noexcept { return n_; }
+  /// d_x, the width of the control input the distances are measured on.
   Index input_dim() const noexcept { return dx_; }
   /// Whether centroids are fixed (given, or fitted by noncausal_form); false: fitted per call.
   bool has_centroids() const noexcept { return centroids_.rows() == n_; }
+  /// The centroids C [n × d_x]; empty (0 × 0) for a Cluster(n, d_x, seed, max_iter), which fits
+  /// them in noncausal_form().
   const Matrix<Scalar>& centroids() const noexcept { return centroids_; }
 
   /// Non-causal: a Cluster built without centroids fits them on the whole input x by k-means.
@@ -101,6 +109,9 @@ class Cluster {
                             "Cluster::kmeans(...).centroids, for causal attention and step");
   }
 
+  /// The token with control input x [d_x] joins its nearest centroid c: slot c gets decay
+  /// cnt_{t−1}/cnt_t and write 1/cnt_t, and its count cnt_t in row 1 of `norm`. Needs centroids
+  /// (has_centroids()), which BoundedAttention ensures through causal_problem() and noncausal_form().
   void schedule(Index /*t*/, VectorRef<Scalar> x, MatrixOut<Scalar> norm,
                 SparseWrite<Scalar, 1>& w) const noexcept {
     const Index c = nearest(centroids_, x);

@@ -23,10 +23,13 @@ namespace control {
 template <class Scalar = float>
 class Compressive {
  public:
+  /// float or double.
   using scalar_type = Scalar;
   /// The control's name in state blobs.
   static std::string tag() { return "abc::control::Compressive"; }
+  /// One write per token, into the slot of its block.
   static constexpr int max_writes = 1;
+  /// False: a_t ≡ 1, nothing written decays.
   static constexpr bool has_decay = false;
 
   /// Blocks of `ratio` tokens pooled into `slots` slots. \throws config_error if either is < 1.
@@ -37,10 +40,14 @@ class Compressive {
     detail::require_product("abc::control::Compressive", "ratio × slots (the capacity in tokens)", ratio, slots);
   }
 
+  /// n, the number of slots (blocks).
   Index num_slots() const noexcept { return n_; }
+  /// c, the number of tokens pooled into each slot.
   Index ratio() const noexcept { return c_; }
+  /// The capacity n·c in tokens; BoundedAttention refuses longer sequences with config_error.
   Index max_tokens() const noexcept { return n_ * c_; }
 
+  /// Token t adds 1/c of itself to slot ⌊t/c⌋ (decay 1).
   void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*norm*/,
                 SparseWrite<Scalar, 1>& w) const noexcept {
     w.add(t / c_, Scalar(1), Scalar(1) / Scalar(c_));

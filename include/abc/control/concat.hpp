@@ -45,9 +45,12 @@ class Concat {
                                   !detail::decay_all_flag<B>::value;
 
  public:
+  /// The parts' common scalar type, float or double.
   using scalar_type = typename A::scalar_type;
+  /// True when either part decays its slots.
   static constexpr bool has_decay = detail::decay_flag<A>::value || detail::decay_flag<B>::value;
-  static constexpr bool has_decay_all = false;  // when sparse, decay_all is always 1
+  static constexpr bool has_decay_all = false;  ///< when sparse, decay_all is always 1
+  /// Slots one token can write when sparse: A's max_writes plus B's (1, unused, when dense).
   static constexpr int max_writes =
       kSparse ? detail::max_writes_of<A>::value + detail::max_writes_of<B>::value : 1;
 
@@ -63,6 +66,7 @@ class Concat {
                              std::to_string(da) + " (a.input_dim(): both parts read the same control input)"));
   }
 
+  /// The control's name in state blobs, built from both parts' names.
   static std::string tag() {
     return "abc::control::Concat<" + detail::control_name<A>() + "," + detail::control_name<B>() + ">";
   }
@@ -73,16 +77,23 @@ class Concat {
     return detail::slot_state_problem_of(b_, norm.rightCols(nb), positions.tail(nb), position);
   }
 
+  /// Part A, on slots 0 .. nA − 1.
   const A& first() const noexcept { return a_; }
+  /// Part B, on slots nA .. nA + nB − 1.
   const B& second() const noexcept { return b_; }
+  /// nA + nB.
   Index num_slots() const noexcept { return a_.num_slots() + b_.num_slots(); }
+  /// The control input width the parts read (0: neither reads one).
   Index input_dim() const noexcept {
     return std::max(detail::input_dim_of(a_), detail::input_dim_of(b_));
   }
+  /// The smaller of the parts' capacities (unbounded if neither has one).
   Index max_tokens() const noexcept {
     return std::min(detail::max_tokens_of(a_), detail::max_tokens_of(b_));
   }
 
+  /// Why a part cannot run causally or step (A is asked first), or an empty Problem. Present only
+  /// when a part has a causal_problem().
   template <class AA = A, class BB = B,
             std::enable_if_t<detail::has_causal_problem<AA>::value || detail::has_causal_problem<BB>::value, int> = 0>
   detail::Problem causal_problem() const noexcept {
@@ -93,6 +104,8 @@ class Concat {
     return {};
   }
 
+  /// The control non-causal calls use: each part that has a non-causal form replaced by it, for
+  /// the same control input x [N × d_x]. Present only when a part has a noncausal_form().
   template <class AA = A, class BB = B,
             std::enable_if_t<detail::has_noncausal_form<AA>::value || detail::has_noncausal_form<BB>::value, int> = 0>
   Concat noncausal_form(MatrixRef<scalar_type> x) const {

@@ -24,11 +24,13 @@ namespace control {
 template <class Scalar = float>
 class Dilated {
  public:
+  /// float or double.
   using scalar_type = Scalar;
   /// The control's name in state blobs.
   static std::string tag() { return "abc::control::Dilated"; }
+  /// One write per token, into the next slot of its buffer's ring.
   static constexpr int max_writes = 1;
-  static constexpr bool has_decay_all = false;  // only the overwritten slot decays
+  static constexpr bool has_decay_all = false;  ///< only the overwritten slot decays
 
   /// n slots per buffer, dilation r. \throws config_error if either is < 1.
   Dilated(Index n, Index r) : n_(n), r_(r) {
@@ -37,8 +39,11 @@ class Dilated {
     detail::require_product("abc::control::Dilated", "n × r (the slot count)", n, r);
   }
 
+  /// n·r: r buffers of n slots.
   Index num_slots() const noexcept { return n_ * r_; }
+  /// n, the slots of each buffer: the most tokens one query reads.
   Index buffer_size() const noexcept { return n_; }
+  /// r, the dilation: the number of buffers.
   Index dilation() const noexcept { return r_; }
 
   /// Slots [b·n, (b + 1)·n) of buffer b = t mod r, the only ones query t reads.
@@ -47,6 +52,7 @@ class Dilated {
     return {b * n_, (b + 1) * n_};
   }
 
+  /// Token t overwrites slot (t mod r)·n + ⌊t/r⌋ mod n (decay 0 there, write 1).
   void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*norm*/,
                 SparseWrite<Scalar, 1>& w) const noexcept {
     w.add((t % r_) * n_ + (t / r_) % n_, Scalar(0), Scalar(1));

@@ -40,9 +40,13 @@ class Gated {
   static constexpr bool kSparse = is_sparse_control_v<Inner>;
 
  public:
+  /// Inner's scalar type, float or double.
   using scalar_type = typename Inner::scalar_type;
+  /// The gated control.
   using inner_type = Inner;
+  /// True: the gate decays every slot by g_t.
   static constexpr bool has_decay = true;
+  /// True: a sparse schedule carries g_t in decay_all, so a Concat with a Gated part is dense.
   static constexpr bool has_decay_all = true;
 
   /// Gate sigmoid(w_g · x_t + b_g), x_t of width w_g.size(). \throws config_error if w_g is
@@ -69,13 +73,16 @@ class Gated {
                                std::to_string(double(gates_(t))) + ", expected a value in [0, 1]"));
   }
 
+  /// The control's name in state blobs, built from Inner's.
   static std::string tag() { return "abc::control::Gated<" + detail::control_name<Inner>() + ">"; }
   /// The inner control keeps its per-slot state as it would ungated.
   const char* slot_state_problem(MatrixRef<scalar_type> norm, PositionsRef positions, Index position) const noexcept {
     return detail::slot_state_problem_of(inner_, norm, positions, position);
   }
 
+  /// The gated control.
   const Inner& inner() const noexcept { return inner_; }
+  /// Inner's slot count.
   Index num_slots() const noexcept { return inner_.num_slots(); }
 
   /// The gate's input width, or Inner's when the gates are given (0: no control input at all).
@@ -89,17 +96,21 @@ class Gated {
     return gates_.size() > 0 ? std::min(m, gates_.size()) : m;
   }
 
+  /// The slots [first, second) query t reads: Inner's (present only when Inner has a read_range()).
   template <class I = Inner, std::enable_if_t<detail::has_read_range<I>::value, int> = 0>
   std::pair<Index, Index> read_range(Index t) const {
     const auto r = inner_.read_range(t);
     return {r.first, r.second};
   }
 
+  /// Why Inner cannot run causally or step, or an empty Problem (present only when Inner has one).
   template <class I = Inner, std::enable_if_t<detail::has_causal_problem<I>::value, int> = 0>
   auto causal_problem() const noexcept {
     return inner_.causal_problem();
   }
 
+  /// Inner replaced by its non-causal form for x [N × d_x], under the same gate (present only when
+  /// Inner has one).
   template <class I = Inner, std::enable_if_t<detail::has_noncausal_form<I>::value, int> = 0>
   Gated noncausal_form(MatrixRef<scalar_type> x) const {
     Gated g = *this;
@@ -107,8 +118,9 @@ class Gated {
     return g;
   }
 
-  /// Sparse form: Inner's writes, every slot decayed by g_t and each weight scaled by 1 − g_t.
+  /// Slots one token can write when sparse: Inner's max_writes (1, unused, when dense).
   static constexpr int max_writes = kSparse ? detail::max_writes_of<Inner>::value : 1;
+  /// Sparse form: Inner's writes, every slot decayed by g_t and each weight scaled by 1 − g_t.
   template <bool S = kSparse, std::enable_if_t<S, int> = 0>
   void schedule(Index t, VectorRef<scalar_type> x, MatrixOut<scalar_type> norm, PositionsOut positions,
                 SparseWrite<scalar_type, max_writes>& w) const {

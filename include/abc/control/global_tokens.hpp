@@ -27,10 +27,13 @@ namespace control {
 template <class Scalar = float>
 class GlobalTokens {
  public:
+  /// float or double.
   using scalar_type = Scalar;
   /// The control's name in state blobs.
   static std::string tag() { return "abc::control::GlobalTokens"; }
+  /// At most one write per token: a global token writes its slot, any other token nothing.
   static constexpr int max_writes = 1;
+  /// False: a_t ≡ 1, nothing written decays.
   static constexpr bool has_decay = false;
 
   /// Slot i holds the token at `positions[i]`. \throws config_error if `positions` is empty, or
@@ -56,7 +59,9 @@ class GlobalTokens {
                                std::to_string(sorted_[j].first) + "; one slot per global token)"));
   }
 
+  /// n, the number of global tokens.
   Index num_slots() const noexcept { return Index(positions_.size()); }
+  /// The global token positions as given: slot i holds the token at positions()[i].
   const std::vector<Index>& positions() const noexcept { return positions_; }
 
   /// The slot of token t, or −1 when t is not a global token.
@@ -65,6 +70,7 @@ class GlobalTokens {
     return it != sorted_.end() && it->first == t ? it->second : Index(-1);
   }
 
+  /// Token t writes slot(t) (weight 1, decay 1), or nothing when it is not a global token.
   void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*norm*/,
                 SparseWrite<Scalar, 1>& w) const noexcept {
     const Index s = slot(t);

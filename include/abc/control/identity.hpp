@@ -20,10 +20,13 @@ namespace control {
 template <class Scalar = float>
 class Identity {
  public:
+  /// float or double.
   using scalar_type = Scalar;
   /// The control's name in state blobs.
   static std::string tag() { return "abc::control::Identity"; }
+  /// One write per token, into slot t.
   static constexpr int max_writes = 1;
+  /// False: a_t ≡ 1, nothing written decays.
   static constexpr bool has_decay = false;
 
   /// Capacity n tokens. \throws config_error if n < 1.
@@ -31,9 +34,12 @@ class Identity {
     detail::require_at_least("abc::control::Identity", "n", n, 1, "at least one slot");
   }
 
+  /// n, the capacity in tokens.
   Index num_slots() const noexcept { return n_; }
+  /// n: token t needs slot t, so BoundedAttention refuses longer sequences with config_error.
   Index max_tokens() const noexcept { return n_; }
 
+  /// Token t writes slot t (weight 1, decay 1).
   void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*norm*/,
                 SparseWrite<Scalar, 1>& w) const noexcept {
     w.add(t, Scalar(1), Scalar(1));

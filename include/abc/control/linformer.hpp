@@ -30,9 +30,11 @@ namespace control {
 template <class Scalar = float>
 class Linformer {
  public:
+  /// float or double.
   using scalar_type = Scalar;
   /// The control's name in state blobs.
   static std::string tag() { return "abc::control::Linformer"; }
+  /// False: a_t ≡ 1, nothing written decays.
   static constexpr bool has_decay = false;
 
   /// From given weights W_LF [n × N_max]. \throws config_error if empty or not finite.
@@ -48,10 +50,16 @@ class Linformer {
   /// with weights whose squares sum to about 1, so it stays unit-scale.
   Linformer(Index n, Index n_max, std::uint64_t seed) : Linformer(random_weights(n, n_max, seed)) {}
 
+  /// n, the rows of W_LF.
   Index num_slots() const noexcept { return w_.rows(); }
+  /// N_max, the columns of W_LF: the longest sequence, a state's earlier tokens included.
   Index max_tokens() const noexcept { return w_.cols(); }
+  /// W_LF [n × N_max].
   const Matrix<Scalar>& weights() const noexcept { return w_; }
 
+  /// Tokens t0 .. t0 + rows − 1 (rows = x.rows()): decay 1, and write row t is column t0 + t of
+  /// W_LF; `decay` and `write` are [rows × n]. Needs t0 + rows ≤ N_max, which BoundedAttention
+  /// checks through max_tokens() first.
   void schedule(Index t0, MatrixRef<Scalar> x, MatrixOut<Scalar> /*norm*/, MatrixOut<Scalar> decay,
                 MatrixOut<Scalar> write) const {
     decay.setOnes();

@@ -48,6 +48,7 @@ enum class Normalization {
 template <class Scalar = float>
 class Mlp {
  public:
+  /// float or double.
   using scalar_type = Scalar;
   /// The control's name in state blobs.
   static std::string tag() { return "abc::control::Mlp"; }
@@ -68,15 +69,22 @@ class Mlp {
       Normalization normalization = Normalization::prefix)
       : Mlp(random_weights(d_x, n, seed), activation, normalization) {}
 
+  /// The same as Mlp(d_x, n, seed, activation, normalization): seeded random W_φ [n × d_x].
+  /// \throws config_error if d_x or n is < 1, or n · d_x overflows Index.
   static Mlp random(Index d_x, Index n, std::uint64_t seed, Activation activation = Activation::exp,
                     Normalization normalization = Normalization::prefix) {
     return Mlp(d_x, n, seed, activation, normalization);
   }
 
+  /// n, the rows of W_φ.
   Index num_slots() const noexcept { return w_.rows(); }
+  /// d_x, the columns of W_φ: the width of the control input.
   Index input_dim() const noexcept { return w_.cols(); }
+  /// W_φ [n × d_x].
   const Matrix<Scalar>& weights() const noexcept { return w_; }
+  /// The activation that turns logits into write mass.
   Activation activation() const noexcept { return activation_; }
+  /// The causal normalisation of the write mass.
   Normalization normalization() const noexcept { return normalization_; }
 
   /// Non-causally both normalisations are Eq. 5.10, whose memory is the prefix-normalised one.

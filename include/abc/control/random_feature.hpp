@@ -37,8 +37,11 @@ namespace control {
 template <class Scalar = float, class FeatureMap = feature::RandomFourier<Scalar>>
 class RandomFeature {
  public:
+  /// float or double.
   using scalar_type = Scalar;
+  /// The feature map φ's type.
   using feature_map = FeatureMap;
+  /// Readout::linear: queries read φ(q)ᵀ S / (φ(q)·z), with no softmax and no K̃.
   static constexpr Readout readout = Readout::linear;
   /// The control's name in state blobs.
   static std::string tag() { return "abc::control::RandomFeature<" + detail::control_name<FeatureMap>() + ">"; }
@@ -71,15 +74,21 @@ class RandomFeature {
     given_gates_ = true;
   }
 
+  /// n, the size of φ (2D for sin/cos).
   Index num_slots() const noexcept { return phi_.size(); }
+  /// The key and query width φ reads (its input_dim()).
   Index key_dim() const noexcept { return phi_.input_dim(); }
   /// The gate's input width (0 without a learned gate: no control input is read).
   Index input_dim() const noexcept { return gate_w_.size(); }
+  /// The number of gates when they are given per position; unbounded otherwise.
   Index max_tokens() const noexcept {
     return given_gates_ ? Index(gates_.size()) : std::numeric_limits<Index>::max();
   }
+  /// The floor ε of the readout's denominator, max(φ(q)·z, ε); 0: off.
   Scalar denominator_floor() const noexcept { return floor_; }
+  /// The feature map φ.
   const FeatureMap& features() const noexcept { return phi_; }
+  /// Whether a gate is applied, learned or given per position.
   bool gated() const noexcept { return given_gates_ || gate_w_.size() > 0; }
 
   /// w_t = (1 − g_t) φ(k_t), a_t = g_t (g ≡ 0 without a gate).
@@ -97,6 +106,7 @@ class RandomFeature {
     }
   }
 
+  /// φ(q) of each row of q [rows × d] into phi [rows × n].
   void query_features(MatrixRef<Scalar> q, MatrixOut<Scalar> phi) const { phi_.map(q, phi); }
 
  private:

@@ -24,10 +24,13 @@ namespace control {
 template <class Scalar = float>
 class RandomSlot {
  public:
+  /// float or double.
   using scalar_type = Scalar;
   /// The control's name in state blobs.
   static std::string tag() { return "abc::control::RandomSlot"; }
+  /// One write per token, into slot(t).
   static constexpr int max_writes = 1;
+  /// False: a_t ≡ 1, nothing written decays.
   static constexpr bool has_decay = false;
 
   /// n slots, slots drawn from `seed`. \throws config_error if n < 1.
@@ -35,7 +38,9 @@ class RandomSlot {
     detail::require_at_least("abc::control::RandomSlot", "n", n, 1, "at least one slot");
   }
 
+  /// n, the number of slots.
   Index num_slots() const noexcept { return n_; }
+  /// The seed of the slot hash.
   std::uint64_t seed() const noexcept { return seed_; }
 
   /// The slot token t is written to.
@@ -44,6 +49,7 @@ class RandomSlot {
                               static_cast<std::uint64_t>(n_));
   }
 
+  /// Token t is added to slot(t) (weight 1, decay 1).
   void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*norm*/,
                 SparseWrite<Scalar, 1>& w) const noexcept {
     w.add(slot(t), Scalar(1), Scalar(1));

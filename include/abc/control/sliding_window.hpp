@@ -25,11 +25,13 @@ namespace control {
 template <class Scalar = float>
 class SlidingWindow {
  public:
+  /// float or double.
   using scalar_type = Scalar;
   /// The control's name in state blobs.
   static std::string tag() { return "abc::control::SlidingWindow"; }
+  /// One write per token, into slot t mod n.
   static constexpr int max_writes = 1;
-  static constexpr bool has_decay_all = false;  // only the overwritten slot decays (Concat stays sparse)
+  static constexpr bool has_decay_all = false;  ///< only the overwritten slot decays (Concat stays sparse)
 
   /// \throws config_error if n < 1.
   explicit SlidingWindow(Index n) : n_(n) {
@@ -37,8 +39,10 @@ class SlidingWindow {
                              "the window holds at least one token");
   }
 
+  /// n, the window: the number of newest tokens kept.
   Index num_slots() const noexcept { return n_; }
 
+  /// Token t overwrites slot t mod n (decay 0 there, write 1).
   void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*norm*/,
                 SparseWrite<Scalar, 1>& w) const noexcept {
     w.add(t % n_, Scalar(0), Scalar(1));

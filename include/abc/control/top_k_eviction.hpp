@@ -39,11 +39,13 @@ namespace control {
 template <class Scalar = float>
 class TopKEviction {
  public:
+  /// float or double.
   using scalar_type = Scalar;
   /// The control's name in state blobs.
   static std::string tag() { return "abc::control::TopKEviction"; }
+  /// At most one write per token: the slot it takes, if any.
   static constexpr int max_writes = 1;
-  static constexpr bool has_decay_all = false;  // only the overwritten slot is reset
+  static constexpr bool has_decay_all = false;  ///< only the overwritten slot is reset
 
   /// \throws config_error if recent or topk < 0, or recent + topk < 1.
   TopKEviction(Index recent, Index topk, select::KeyScore<Scalar> score)
@@ -55,10 +57,15 @@ class TopKEviction {
     detail::require_at_least(who, "recent + topk", slots, 1, "the cache holds at least one token");
   }
 
+  /// recent + topk.
   Index num_slots() const noexcept { return recent_ + topk_; }
+  /// The number of newest tokens always kept.
   Index recent() const noexcept { return recent_; }
+  /// The number of older tokens kept by score.
   Index topk() const noexcept { return topk_; }
+  /// The score that ranks the older tokens.
   const select::KeyScore<Scalar>& score() const noexcept { return score_; }
+  /// The score's key width (0 for KeyScore::norm(): any width).
   Index input_dim() const noexcept { return score_.key_dim(); }
   /// A kept slot holds a token before `position` with a score that is not NaN, an empty one
   /// nothing; no token is held twice.
@@ -75,6 +82,9 @@ class TopKEviction {
     return nullptr;
   }
 
+  /// Token t, scored on its control input x, takes an empty slot, else the slot of the
+  /// lowest-ranked token outside the `recent` newest (decay 0, write 1), and records its score in
+  /// row 0 of `norm` and t in `positions`. With recent = 0 it is not written when it ranks lowest.
   void schedule(Index t, VectorRef<Scalar> x, MatrixOut<Scalar> norm, PositionsOut positions,
                 SparseWrite<Scalar, 1>& w) const noexcept {
     const Index n = num_slots();

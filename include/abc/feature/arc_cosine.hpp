@@ -23,21 +23,28 @@ namespace feature {
 template <class T = float>
 class ArcCosine {
  public:
+  /// float or double.
   using scalar_type = T;
   /// The map's name in state blobs.
   static std::string tag() { return "abc::feature::ArcCosine"; }
 
+  /// From W [D × d]; `normalize` maps inputs to x/‖x‖ first (a zero input stays zero).
+  /// \throws config_error if W is empty or not finite.
   explicit ArcCosine(Matrix<T> w, bool normalize = false) : w_(std::move(w)), normalize_(normalize) {
     detail::require_at_least("abc::feature::ArcCosine", "W.rows() (D)", w_.rows(), 1, "at least one feature");
     detail::require_at_least("abc::feature::ArcCosine", "W.cols() (d)", w_.cols(), 1, "inputs need a column");
     if (auto p = detail::finite_problem("W", w_)) detail::raise("abc::feature::ArcCosine", p);
   }
 
+  /// d, the input width (W's columns).
   Index input_dim() const noexcept { return w_.cols(); }
   Index size() const noexcept { return w_.rows(); }  ///< D
+  /// W [D × d].
   const Matrix<T>& projection() const noexcept { return w_; }
+  /// Whether inputs are mapped to x/‖x‖ before the projection.
   bool normalize() const noexcept { return normalize_; }
 
+  /// φ of each row of x [rows × d] into phi [rows × D].
   void map(MatrixRef<T> x, MatrixOut<T> phi) const {
     if (x.rows() == 0) return;  // no rows: nothing to map
     phi.noalias() = x * w_.transpose();

@@ -25,6 +25,7 @@ namespace feature {
 template <class T = float>
 class RandomFourier {
  public:
+  /// float or double.
   using scalar_type = T;
   /// The map's name in state blobs.
   static std::string tag() { return "abc::feature::RandomFourier"; }
@@ -36,9 +37,12 @@ class RandomFourier {
     if (auto p = detail::finite_problem("W", w_)) detail::raise("abc::feature::RandomFourier", p);
   }
 
+  /// d, the input width (W's columns).
   Index input_dim() const noexcept { return w_.cols(); }
   Index size() const noexcept { return 2 * w_.rows(); }  ///< 2D
+  /// W [D × d].
   const Matrix<T>& projection() const noexcept { return w_; }
+  /// Whether inputs are mapped to x/‖x‖ before the projection.
   bool normalize() const noexcept { return normalize_; }
 
   /// φ of each row of x [rows × d] into phi [rows × 2D].

@@ -32,6 +32,7 @@ struct TramsConfig {
   Index pool = 400;    ///< M: the last M tokens are kept (FIFO), O(M · (d + dv)) state
   Index recent = 150;  ///< R: the newest R pool tokens are always attended
   Index topk = 50;     ///< K: attended among the M − R older ones, by score; K ≤ M − R
+  /// The distance a position term sees for a kept key (see TramsAttention::distances()).
   PositionMode positions = PositionMode::compacted;
   double scale = 0.0;  ///< softmax scale; 0 means 1/sqrt(d)
 };
@@ -60,6 +61,7 @@ struct TramsConfig {
 template <class Scalar = float>
 class TramsAttention {
  public:
+  /// float or double.
   using scalar_type = Scalar;
 
   /// The pool of one sequence and head: a ring of the last `pool` keys, values, scores and
@@ -68,21 +70,29 @@ class TramsAttention {
    public:
     State() = default;
     Index size() const noexcept { return size_; }          ///< tokens in the pool, ≤ capacity
+    /// M, the pool size (config().pool); 0 for a default-constructed State.
     Index capacity() const noexcept { return keys_.rows(); }
+    /// d, the key width.
     Index key_dim() const noexcept { return keys_.cols(); }
+    /// dv, the value width.
     Index value_dim() const noexcept { return values_.cols(); }
     std::int64_t position() const noexcept { return next_; }  ///< tokens consumed so far
-    /// Age-ordered access, 0 = oldest pool token.
+    /// The key [d] of the pool token of age `age` (0 = oldest); unchecked: 0 ≤ age < size().
     auto key(Index age) const { return keys_.row(slot(age)); }
+    /// The value [dv] of the pool token of age `age`; unchecked: 0 ≤ age < size().
     auto value(Index age) const { return values_.row(slot(age)); }
+    /// The score of the pool token of age `age`, computed when it entered the pool.
     Scalar score(Index age) const { return scores_[std::size_t(slot(age))]; }
+    /// The stream position of the pool token of age `age`.
     std::int64_t token_position(Index age) const { return pos_[std::size_t(slot(age))]; }
+    /// Bytes of memory the pool holds, its read work space included: O(pool · (d + dv)).
     std::size_t bytes() const noexcept {
       return sizeof(Scalar) * std::size_t(keys_.size() + values_.size() + gather_keys_.size() +
                                            gather_values_.size() + logits_.size()) +
              scores_.size() * sizeof(Scalar) + pos_.size() * sizeof(std::int64_t) +
              order_.size() * sizeof(Index) + sizeof(*this);
     }
+    /// Empties the pool, back to position 0; capacity and widths are kept.
     void reset() noexcept {
       head_ = size_ = 0;
       next_ = 0;
@@ -140,8 +150,11 @@ class TramsAttention {
     detail::require_scale(who, "config.scale", cfg_.scale);
   }
 
+  /// The cache sizes, as given to the constructor.
   const TramsConfig& config() const noexcept { return cfg_; }
+  /// The score that ranks the older pool tokens.
   const KeyScore<Scalar>& score() const noexcept { return score_; }
+  /// The scale a read with keys of width `d` uses.
   Scalar scale(Index d) const noexcept { return cfg_.scale > 0 ? Scalar(cfg_.scale) : Scalar(1) / std::sqrt(Scalar(d)); }
 
   /// An empty pool for keys of width d and values of width dv. \throws config_error if d or dv < 1
@@ -175,7 +188,9 @@ class TramsAttention {
   /**
    * \brief One segment of n tokens: query i attends to the selected and recent pool tokens and to
    * segment tokens 0..i; then the segment enters the pool.
+   * \param s a pool from make_state(d, dv) of this attention; the segment enters it
    * \param q [n × d], \param k [n × d], \param v [n × dv]; \return [n × dv]
+   * \throws shape_error, config_error; a call that throws leaves the pool unchanged.
    */
   Matrix<Scalar> segment(State& s, MatrixRef<Scalar> q, MatrixRef<Scalar> k, MatrixRef<Scalar> v) const {
     Matrix<Scalar> out(q.rows(), v.cols());
@@ -191,6 +206,7 @@ class TramsAttention {
     run(s, q, k, v, out, bias);
     return out;
   }
+  /// As segment(s, q, k, v), into a caller-owned `out` [n × dv].
   void segment_into(State& s, MatrixRef<Scalar> q, MatrixRef<Scalar> k, MatrixRef<Scalar> v,
                     MatrixOut<Scalar> out) const {
     run(s, q, k, v, out, NoBias{});
@@ -202,6 +218,7 @@ class TramsAttention {
     step_into(s, q, k, v, out);
     return out;
   }
+  /// As step(s, q, k, v), into a caller-owned `out` of dv entries.
   void step_into(State& s, VectorRef<Scalar> q, VectorRef<Scalar> k, VectorRef<Scalar> v,
                  VectorOut<Scalar> out) const {
     using RowMap = Eigen::Map<const Matrix<Scalar>>;
