@@ -12,7 +12,7 @@
 #   4. build-nosimd/  clang++ -O1 with ABC_NO_SIMD=ON (scalar kernels): tests, run
 #   5. build-clang/   clang++ Release: the benches, built only (tests/examples: stage 2)
 #   6. build-fuzz/    clang++ libFuzzer harnesses (fuzz/), each run for a bounded time
-#   7. scripts/lint.sh  clang-tidy and cppcheck on include/abc
+#   7. scripts/lint.sh  clang-tidy and cppcheck on include/abc; Doxygen builds docs/ warning-free
 # Stages 2–7 can be skipped with ABC_TEST_QUICK=1 (stage 1 only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -76,5 +76,6 @@ cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DABC_WERROR=ON -DCMAKE_BU
 cmake --build build-fuzz -j"$jobs"
 bash fuzz/run.sh build-fuzz "${ABC_FUZZ_SECONDS:-30}"
 
-stage "7/7 lint (clang-tidy, cppcheck)"
+stage "7/7 lint (clang-tidy, cppcheck) and the API reference (Doxygen, warnings fail)"
 bash scripts/lint.sh
+cmake --build "$build" --target docs
