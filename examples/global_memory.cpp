@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// abc example: GMAT's global memory solves MAJORITY with chunked attention, by hand-set weights
-// (spec-trams-gmat.md §B.3, the constructive demo; no training).
+// abc example: GMAT's global memory solves MAJORITY (Gupta & Berant 2020, §3.1) with chunked
+// attention, by hand-set weights: a construction, no training (docs/operators/gmat.md).
 //
 // MAJORITY(L, p): tokens from {0..2p−1}; for the pair (2a, 2a+1) the target of both is 2a if
 // N_{2a} ≥ N_{2a+1} else 2a+1 (N_c the count of c in the whole sequence). EM = 1 for a sequence

@@ -5,7 +5,7 @@
 //
 //   kv_cache_selection [tokens]      (default 1500)
 //
-// Data follow spec-trams-gmat.md §A.5: post-LayerNorm-like hidden states h = γ ⊙ LN₀(z) + β, and
+// Data (docs/operators/trams.md): post-LayerNorm-like hidden states h = γ ⊙ LN₀(z) + β, and
 // W_Q, W_K, W_V with N(0, 4/d_model) entries. Two biases: β isotropic, and β with a shared positive
 // mean along 1 (the geometry the TRAMS score assumes). This is a sanity demonstration, not a
 // reproduction: on data without that geometry no query-independent score need beat recency.

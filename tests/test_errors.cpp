@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// abc tests: every error path of DESIGN.md §5 that the core has: the exception type, a message that
+// abc tests: every error path of docs/design.md §5 that the core has: the exception type, a message that
 // names the argument with the expected and actual value, validate() agreeing without throwing, and
 // a state left unchanged by a failed call.
 #include <abc/abc.hpp>

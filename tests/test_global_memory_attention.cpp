@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// abc tests: GlobalMemoryAttention (GMAT, spec-trams-gmat.md part B, G-list) against a float64
+// abc tests: GlobalMemoryAttention (GMAT, docs/operators/gmat.md; identities G1… of docs/testing.md) against a float64
 // dense attention over the concatenation [X ; X_M] with the additive mask [[B, 0], [0, 0]], written
 // with plain loops; and the core's two-range slot read it relies on.
 #include <abc/bounded_attention.hpp>

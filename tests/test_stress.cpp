@@ -3,7 +3,7 @@
 // activations (the exp case is oracle 15 in control/test_mlp.cpp), keys and values of magnitude
 // 1e15, denormal keys and values, and a 10^6-token decode through `step` checked against float64
 // references at sampled positions. Every reference here is written from the equations of
-// DESIGN.md §1 in double, never from the library's kernels.
+// docs/design.md §1 in double, never from the library's kernels.
 #include <abc/bounded_attention.hpp>
 #include <abc/control/identity.hpp>
 #include <abc/control/mlp.hpp>
@@ -287,7 +287,7 @@ TEST_CASE("stress: 10^6 tokens through step stay finite and match float64 at sam
   REQUIRE(sm.norm().row(1).allFinite());
   INFO("window error " << err_win << ", mlp error " << err_mlp);
   // The window holds the last 64 tokens and nothing else: no error accumulates over time, so the
-  // unit-scale float bound of DESIGN.md §3 applies unchanged.
+  // unit-scale float bound of docs/design.md §3 applies unchanged.
   CHECK(err_win <= 1e-4);
   // Mlp: each slot is a running mean, K̃_t = a_t K̃_{t−1} + w_t k_t with a_t ≈ 1 − 1/t. A float
   // rounding (relative ε = 2^-24 ≈ 6e-8) made at step i is carried into step t multiplied by

@@ -5,7 +5,7 @@ weights, inputs and outputs are exported as .npy files for compare.cpp to check 
 
     python3 abc_mlp_torch.py OUT_DIR
 
-The layer (DESIGN.md section 1, normalised ABC-MLP, control input = the head's keys):
+The layer (docs/design.md section 1, normalised ABC-MLP, control input = the head's keys):
 
     q, k, v = x W_qᵀ, x W_kᵀ, x W_vᵀ, split into H heads of width d     (no biases)
     per head: s = k W_φᵀ                            [N × n], slot logits

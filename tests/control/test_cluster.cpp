@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// abc tests: control::Cluster (P2, Eq. 5.6): each token joins its nearest centroid and slot c holds
+// abc tests: control::Cluster (ABC paper Eq. 6): each token joins its nearest centroid and slot c holds
 // the running mean of its members (decay cnt−1/cnt, write 1/cnt); non-causal k-means on the
 // control input; k-means itself (determinism, exactness, non-convergence); errors.
 #include <abc/bounded_attention.hpp>
@@ -81,7 +81,7 @@ TEMPLATE_TEST_CASE("Cluster with given centroids matches the float64 reference i
   }
 }
 
-TEMPLATE_TEST_CASE("Cluster memory rows are the member means and the counts sit in the normaliser (Eq. 5.6)",
+TEMPLATE_TEST_CASE("Cluster memory rows are the member means and the counts sit in the normaliser (ABC paper Eq. 6)",
                    "[control][cluster][identity]", float, double) {
   using T = TestType;
   const Index d = 4, dv = 3, n = 6, n_tok = 80;

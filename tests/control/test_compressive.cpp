@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// abc tests: control::Compressive (P5, Eq. 5.7): write e_{⌊t/c⌋}/c, decay 1; rows are block means
+// abc tests: control::Compressive (ABC paper Eq. 8): write e_{⌊t/c⌋}/c, decay 1; rows are block means
 // (oracle 8); c = 1 is softmax attention (oracle 2); capacity n·c.
 #include <abc/bounded_attention.hpp>
 #include <abc/control/compressive.hpp>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// abc tests: control::Dilated (P3b, Eq. 5.8): r ring buffers of n slots, token t overwrites slot
+// abc tests: control::Dilated (ABC paper §A.4, Eq. 9): r ring buffers of n slots, token t overwrites slot
 // (t mod r)·n + (t / r) mod n, query t reads buffer t mod r; queue contents (oracle 7).
 #include <abc/bounded_attention.hpp>
 #include <abc/control/dilated.hpp>
@@ -55,7 +55,7 @@ TEMPLATE_TEST_CASE("Dilated queues hold k_t, k_{t-r}, …, k_{t-(n-1)r}; query t
   const auto rq = ref::from(q), rk = ref::from(k), rv = ref::from(v);
   for (Index t = 0; t < n_tok; ++t) {
     const abc::Vector<T> out = attn.step(state, q.row(t).transpose(), k.row(t).transpose(), v.row(t).transpose());
-    // Eq. 5.8 with r = 2: the queue of t's parity holds [k_{t−2n+2}, …, k_{t−2}, k_t] (those ≥ 0),
+    // Eq. 9 with r = 2: the queue of t's parity holds [k_{t−2n+2}, …, k_{t−2}, k_t] (those ≥ 0),
     // the other parity's queue is untouched by token t.
     ref::Mat queue_k, queue_v;
     for (Index j = t; j >= 0 && j > t - n * r; j -= r) {

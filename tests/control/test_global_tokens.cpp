@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// abc tests: control::GlobalTokens (P4): token positions[i] writes slot i, others write nothing;
+// abc tests: control::GlobalTokens (ABC paper §A.1): token positions[i] writes slot i, others write nothing;
 // the memory is the stacked global tokens and the output is attention over them only (oracle 9).
 #include <abc/bounded_attention.hpp>
 #include <abc/control/global_tokens.hpp>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// abc tests: control::Linformer (P1) against the float64 recurrence with w_t = W_LF[:, t], a_t = 1;
+// abc tests: control::Linformer (ABC paper §3.1) against the float64 recurrence with w_t = W_LF[:, t], a_t = 1;
 // its memory is W_LF K (oracle 1); its capacity N_max.
 #include <abc/bounded_attention.hpp>
 #include <abc/control/linformer.hpp>

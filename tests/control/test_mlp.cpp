@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// abc tests: control::Mlp (ABC-MLP) against a float64 plain-loop reference of Eq. 5.10, and the
-// identities of spec-abc-rfa.md §4 (oracles 11–15).
+// abc tests: control::Mlp (ABC-MLP) against a float64 plain-loop reference of Eq. 7, and the
+// identities of docs/testing.md (oracles 11–15).
 #include <abc/bounded_attention.hpp>
 #include <abc/control/mlp.hpp>
 #include <abc/control/sliding_window.hpp>
@@ -29,7 +29,7 @@ double log_alpha(double s, Activation act) {
   return s;
 }
 
-// The control weights φ_i of Eq. 5.10 at time t (tokens 0..t), per slot:
+// The control weights φ_i of Eq. 7 at time t (tokens 0..t), per slot:
 //  prefix:    φ_iℓ = α_iℓ / Σ_{j≤t} α_jℓ        (row-normalised memory, the default)
 //  per_token: φ_iℓ = α_iℓ / Σ_{j≤i} α_jℓ        (the footnote read literally)
 // computed with the maximum factored out so exp never overflows; readable[ℓ]: Σ α > 0.
@@ -247,7 +247,7 @@ TEMPLATE_TEST_CASE("the two normalisations: a hand-computed 3-token example (ora
   // Per token: φ = 1, 3/4, 2/6;  Ṽ_t = Σ φ_i v_i = 1, 5/2, 5/2 + 4/3.
   ref::require_close(prefix.forward_causal(qk, qk, v, x), ref::Mat{{1.0}, {7.0 / 4}, {15.0 / 6}});
   ref::require_close(literal.forward_causal(qk, qk, v, x), ref::Mat{{1.0}, {2.5}, {2.5 + 4.0 / 3}});
-  // Non-causally both are Eq. 5.10: every query reads 15/6.
+  // Non-causally both are Eq. 7: every query reads 15/6.
   ref::require_close(prefix.forward(qk, qk, v, x), ref::Mat{{2.5}, {2.5}, {2.5}});
   ref::require_close(literal.forward(qk, qk, v, x), ref::Mat{{2.5}, {2.5}, {2.5}});
 }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// abc tests: control::RandomSlot (ABC_RD, P6): slot i_t = hash(seed, t) mod n, decay 1, write 1,
+// abc tests: control::RandomSlot (ABC_RD, ABC paper §A.2): slot i_t = hash(seed, t) mod n, decay 1, write 1,
 // against the float64 recurrence; reproducible from the seed; mass conservation (oracle 10).
 #include <abc/bounded_attention.hpp>
 #include <abc/control/random_slot.hpp>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// abc tests: select::KeyScore and select::TramsAttention (spec-trams-gmat.md part A, T-list)
+// abc tests: select::KeyScore and select::TramsAttention (docs/operators/trams.md; identities T1… of docs/testing.md)
 // against a float64 brute force: rebuild the pool, sort by (score, newer), read with plain loops.
 #include <abc/select/key_score.hpp>
 #include <abc/select/trams_attention.hpp>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// abc tests: comparisons against the float64 reference with the DESIGN.md §3 tolerances.
+// abc tests: comparisons against the float64 reference with the tolerances of docs/design.md §3.
 #pragma once
 
 #include <cmath>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // abc tests: the independent float64 reference, plain loops written from the equations of
-// DESIGN.md §1. Nothing here calls the library's kernels.
+// docs/design.md §1. Nothing here calls the library's kernels.
 #pragma once
 
 #include <algorithm>
@@ -77,7 +77,7 @@ inline Mat window_attention(const Mat& q, const Mat& k, const Mat& v, double sca
   return out;
 }
 
-// Memory rows Σ_i weight[i][ℓ] x_i for ℓ = 0..n-1 (K̃ = Φᵀ X, Eq. 5.3).
+// Memory rows Σ_i weight[i][ℓ] x_i for ℓ = 0..n-1 (K̃ = Φᵀ X, ABC paper Eq. 3).
 inline Mat memory(const Mat& weight, const Mat& x, size_t upto) {
   const size_t n = weight.empty() ? 0 : weight[0].size(), d = x.empty() ? 0 : x[0].size();
   Mat m(n, std::vector<double>(d, 0.0));

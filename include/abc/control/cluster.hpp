@@ -33,13 +33,13 @@ struct KMeansResult {
 namespace control {
 
 /**
- * \brief Clustering control (ABC paper §5.3.2, Eq. 5.6, P2): slot c holds the mean of the keys
+ * \brief Clustering control (ABC paper §3.2, Eq. 6): slot c holds the mean of the keys
  * (and values) of the tokens in cluster c.
  *
  * Token t joins its nearest centroid c (squared Euclidean distance on the control input x_t, the
  * key by default; ties go to the lower index). Slot c keeps the running mean of its members:
  *     decay cnt_{t−1}/cnt_t on slot c, write e_c / cnt_t,
- * which after all N tokens is Eq. 5.6's mean over the whole sequence, so non-causal, causal and
+ * which after all N tokens is Eq. 6's mean over the whole sequence, so non-causal, causal and
  * split runs share one schedule. The member count cnt of slot c lives in the State's normaliser:
  * row 1 is the count (float counts are exact up to 2^24 tokens per slot), row 0 is set to 0 at the
  * first member, so State::log_norm() reads log cnt and an empty slot stays (−∞, 0).

@@ -11,10 +11,10 @@ namespace abc {
 namespace control {
 
 /**
- * \brief Compressive transformer, mean-pooling variant (ABC paper §5.3.5, Eq. 5.7, P5).
+ * \brief Compressive transformer, mean-pooling variant (ABC paper §A.3, Eq. 8).
  *
- * Schedule: decay 1, write e_{⌊t/c⌋} / c: slot j holds the mean of tokens jc .. jc + c − 1. Eq. 5.7
- * is taken literally (Table 5.1's e_{⌊nt/N⌋} is an erratum): while block j is being filled, causal
+ * Schedule: decay 1, write e_{⌊t/c⌋} / c: slot j holds the mean of tokens jc .. jc + c − 1. Eq. 8
+ * is taken literally (Table 1's e_{⌊nt/N⌋} is an erratum): while block j is being filled, causal
  * reads see its partial sum / c, not the mean of the tokens so far. The ratio c is fixed so that
  * decoding does not need N; the capacity is n·c tokens (max_tokens()), beyond is a config_error.
  *

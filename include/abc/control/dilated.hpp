@@ -13,7 +13,7 @@ namespace abc {
 namespace control {
 
 /**
- * \brief A sliding window with dilation r (ABC paper §5.3.6, Eq. 5.8, P3b), as r ring buffers.
+ * \brief A sliding window with dilation r (ABC paper §A.4, Eq. 9), as r ring buffers.
  *
  * Buffer b holds the tokens with t mod r = b, n slots each (num_slots() = n·r). Token t overwrites
  * slot b·n + (t / r) mod n of buffer b = t mod r (decay 0 there, write 1), and query t reads only

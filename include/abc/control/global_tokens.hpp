@@ -17,7 +17,7 @@ namespace abc {
 namespace control {
 
 /**
- * \brief Sparse local-to-global memory (ABC paper §5.3.4, P4): slot i holds the i-th global token.
+ * \brief Sparse local-to-global memory (ABC paper §A.1): slot i holds the i-th global token.
  *
  * Schedule: decay 1; token t writes e_i if t = positions[i], and nothing otherwise. The memory is
  * the stacked global keys and values, so every query attends to the global tokens only (slots not

@@ -16,7 +16,7 @@ namespace abc {
 namespace control {
 
 /**
- * \brief Linformer as a control (ABC paper §5.3.1, P1): K̃ = W_LF K, Ṽ = W_LF V.
+ * \brief Linformer as a control (ABC paper §3.1): K̃ = W_LF K, Ṽ = W_LF V.
  *
  * Schedule: decay 1, write w_t = W_LF[:, t], the t-th column of W_LF [n × N_max]. Entries may be
  * negative. Written as a recurrence it runs causally and decodes too (the paper's point), with the

@@ -19,19 +19,19 @@ namespace control {
 
 /// The activation α = act(s) that turns slot logits into write mass.
 enum class Activation {
-  exp,      ///< the paper's default (Table 5.7, best)
+  exp,      ///< the paper's default (Table 8, best)
   sigmoid,  ///< α = σ(s)
   relu,     ///< α = max(s, 0); a slot with zero prefix mass is empty and masked
 };
 
-/// How the write mass is normalised causally (non-causally both are Eq. 5.10).
+/// How the write mass is normalised causally (non-causally both are Eq. 7).
 enum class Normalization {
   prefix,     ///< default: slot ℓ is a convex combination of the prefix, K̃_t = Σ_i α_i k_i / Σ_i α_i
   per_token,  ///< the footnote read literally: φ_t = α_t / Σ_{j≤t} α_j, weights never revised
 };
 
 /**
- * \brief ABC-MLP (ABC paper §5.4, Eq. 5.10): slot logits s_t = W_φ x_t, normalised over tokens.
+ * \brief ABC-MLP (ABC paper §4, Eq. 7): slot logits s_t = W_φ x_t, normalised over tokens.
  *
  * Default (prefix normalisation, exp): slot ℓ of the memory is the softmax attention of the
  * pseudo-query W_φ[ℓ] over the keys seen so far. As a schedule of the shared recurrence, with
@@ -87,7 +87,7 @@ class Mlp {
   /// The causal normalisation of the write mass.
   Normalization normalization() const noexcept { return normalization_; }
 
-  /// Non-causally both normalisations are Eq. 5.10, whose memory is the prefix-normalised one.
+  /// Non-causally both normalisations are Eq. 7, whose memory is the prefix-normalised one.
   Mlp noncausal_form(MatrixRef<Scalar> /*x*/) const {
     Mlp m = *this;
     m.normalization_ = Normalization::prefix;

@@ -91,7 +91,7 @@ class RandomFeature {
   /// Whether a gate is applied, learned or given per position.
   bool gated() const noexcept { return given_gates_ || gate_w_.size() > 0; }
 
-  /// w_t = (1 − g_t) φ(k_t), a_t = g_t (g ≡ 0 without a gate).
+  /// Gated: w_t = (1 − g_t) φ(k_t), a_t = g_t; ungated: w_t = φ(k_t), a_t = 1.
   void key_schedule(Index t0, MatrixRef<Scalar> k, MatrixRef<Scalar> x, MatrixOut<Scalar> decay,
                     MatrixOut<Scalar> write) const {
     phi_.map(k, write);

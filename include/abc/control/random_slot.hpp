@@ -14,7 +14,7 @@ namespace abc {
 namespace control {
 
 /**
- * \brief ABC_RD (ABC paper §5.5.1, P6): token t is added to slot i_t = hash(seed, t) mod n.
+ * \brief ABC_RD (ABC paper §A.2): token t is added to slot i_t = hash(seed, t) mod n.
  *
  * Schedule: decay 1, write e_{i_t}. Every token is kept, squashed with the others of its slot. The
  * slot is a counter-based hash of the absolute position t, never a draw from a stream, so the

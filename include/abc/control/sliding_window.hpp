@@ -11,7 +11,7 @@ namespace abc {
 namespace control {
 
 /**
- * \brief The memory holds the last n keys and values (ABC paper §5.3.3, P3).
+ * \brief The memory holds the last n keys and values (ABC paper §3.3).
  *
  * Schedule: token t overwrites slot t mod n (decay 0 on that slot, write 1), every other slot is
  * kept. This is the paper's upper-shift form `K̃_t = U K̃_{t-1} + e_n ⊗ k_t` up to the order of the

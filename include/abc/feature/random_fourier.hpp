@@ -13,7 +13,7 @@ namespace abc {
 namespace feature {
 
 /**
- * \brief φ(x) = sqrt(1/D) [sin(W x), cos(W x)] ∈ R^{2D} (RFA Eq. 4.2): all sines, then all cosines.
+ * \brief φ(x) = sqrt(1/D) [sin(W x), cos(W x)] ∈ R^{2D} (RFA, dissertation Eq. 4.2): all sines, then all cosines.
  *
  * ‖φ(x)‖ = 1 for every x, since Σ (sin² + cos²)/D = 1. With W = s·W̃, W̃ ~ N(0, I),
  * E[φ(x)·φ(y)] = exp(−s²‖x − y‖²/2); for unit-norm inputs the linear readout tends to softmax
