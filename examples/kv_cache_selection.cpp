@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // abc example: a long stream through a TRAMS KV cache (select::TramsAttention), decoded token by
 // token. For each query-independent score, and for recency alone with the same budget, it reports
-// how much of full causal attention's probability mass the kept set captures, and the output error.
+// how much of full causal attention's probability mass the kept set captures, and the output error;
+// and the same for attention sinks (the first 4 tokens and a window, StreamingLLM) at that budget.
 //
 //   kv_cache_selection [tokens]      (default 1500)
 //
@@ -9,9 +10,14 @@
 // W_Q, W_K, W_V with N(0, 4/d_model) entries. Two biases: β isotropic, and β with a shared positive
 // mean along 1 (the geometry the TRAMS score assumes). This is a sanity demonstration, not a
 // reproduction: on data without that geometry no query-independent score need beat recency.
+#include <abc/bounded_attention.hpp>
+#include <abc/control/concat.hpp>
+#include <abc/control/global_tokens.hpp>
+#include <abc/control/sliding_window.hpp>
 #include <abc/select/key_score.hpp>
 #include <abc/select/trams_attention.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -59,35 +65,64 @@ Stream make_stream(Index n, Index d_model, Index d_head, double bias_mean, std::
 
 struct Result {
   double mass = 0, rel_err = 0;
+  Index count = 0;
+  Result& mean() {
+    mass /= double(count);
+    rel_err /= double(count);
+    return *this;
+  }
 };
 
-// Streams every token through step(); for each query, the kept set's share of the full causal
-// softmax (over all tokens so far, not only the pool) and the output's relative error.
+// One query t: the share of full causal softmax's mass (over every token so far, not only those
+// kept) on the tokens it read (`held(i)`), and its output's relative error against full attention.
+template <class Held>
+void account(const Stream& s, Index t, const abc::Vector<double>& out, const Held& held, Result& r) {
+  const double scale = 1 / std::sqrt(double(s.k.cols()));
+  const abc::Vector<double> logits = scale * (s.k.topRows(t + 1) * s.q.row(t).transpose());
+  const abc::Vector<double> p = (logits.array() - logits.maxCoeff()).exp().matrix();
+  const double total = p.sum();
+  double mass = 0;
+  for (Index i = 0; i <= t; ++i)
+    if (held(i)) mass += p(i);
+  const abc::Vector<double> full = s.v.topRows(t + 1).transpose() * p / total;
+  r.mass += mass / total;
+  r.rel_err += (out - full).norm() / full.norm();
+  ++r.count;
+}
+
+// Streams every token through TRAMS's step(), reporting the steady state (once the pool is full).
 Result run(const Stream& s, abc::select::TramsConfig cfg, const KeyScore<double>& score) {
   abc::select::TramsAttention<double> attn(cfg, score);
   auto state = attn.make_state(s.k.cols(), s.v.cols());
-  const Index n = s.q.rows();
-  const double scale = 1 / std::sqrt(double(s.k.cols()));
   Result r;
-  Index counted = 0;
-  for (Index t = 0; t < n; ++t) {
+  std::vector<bool> read(static_cast<std::size_t>(s.q.rows()));
+  for (Index t = 0; t < s.q.rows(); ++t) {
     const auto kept = attn.attended(state);
     const abc::Vector<double> out = attn.step(state, s.q.row(t).transpose(), s.k.row(t).transpose(), s.v.row(t).transpose());
-    if (t < cfg.pool) continue;  // report the steady state, once the pool is full
-    const abc::Vector<double> logits = scale * (s.k.topRows(t + 1) * s.q.row(t).transpose());
-    const abc::Vector<double> p = (logits.array() - logits.maxCoeff()).exp().matrix();
-    const double total = p.sum();
-    double mass = p(t) / total;  // the query's own token is always read
+    if (t < cfg.pool) continue;
+    std::fill(read.begin(), read.end(), false);
+    read[static_cast<std::size_t>(t)] = true;  // the query's own token is always read
     const Index first = t - state.size() + 1;  // position of pool age 0, after this step's push
-    for (Index a : kept) mass += p(first - 1 + a) / total;
-    const abc::Vector<double> full = s.v.topRows(t + 1).transpose() * p / total;
-    r.mass += mass;
-    r.rel_err += (out - full).norm() / full.norm();
-    ++counted;
+    for (Index a : kept) read[static_cast<std::size_t>(first - 1 + a)] = true;
+    account(s, t, out, [&](Index i) { return bool(read[static_cast<std::size_t>(i)]); }, r);
   }
-  r.mass /= double(counted);
-  r.rel_err /= double(counted);
-  return r;
+  return r.mean();
+}
+
+// Attention sinks (StreamingLLM): the first `sinks` tokens plus a window of the newest, each read
+// once, as a bounded memory of abc (Concat of global tokens and a window counts a token once).
+Result run_sinks(const Stream& s, Index sinks, Index window, Index warmup) {
+  using Sinks = abc::control::Concat<abc::control::GlobalTokens<double>, abc::control::SlidingWindow<double>>;
+  std::vector<Index> first(static_cast<std::size_t>(sinks));
+  for (Index i = 0; i < sinks; ++i) first[static_cast<std::size_t>(i)] = i;
+  abc::BoundedAttention<Sinks> attn{Sinks{abc::control::GlobalTokens<double>(first), abc::control::SlidingWindow<double>(window)}};
+  auto state = attn.make_state(s.k.cols(), s.v.cols());
+  Result r;
+  for (Index t = 0; t < s.q.rows(); ++t) {
+    const abc::Vector<double> out = attn.step(state, s.q.row(t).transpose(), s.k.row(t).transpose(), s.v.row(t).transpose());
+    if (t >= warmup) account(s, t, out, [&](Index i) { return i < sinks || i > t - window; }, r);
+  }
+  return r.mean();
 }
 
 }  // namespace
@@ -119,6 +154,8 @@ int main(int argc, char** argv) {
     row("key norm ||k||", released, KeyScore<double>::norm());
     row("recency only (recent 200, topk 0)", {released.pool, released.recent + released.topk, 0}, KeyScore<double>::norm());
     row("whole pool (400)", {released.pool, released.recent, released.pool - released.recent}, KeyScore<double>::norm());
+    const Result sinks = run_sinks(s, 4, released.recent + released.topk - 3, released.pool);
+    std::printf("  %-34s %9.4f %9.4f\n", "attention sinks 4 + window 197", sinks.mass, sinks.rel_err);
     std::printf("\n");
   }
   return 0;

@@ -563,7 +563,7 @@ class BoundedAttention {
       kernel::rows_dot<false>(s.keys_.data(), d, n, d, a, w, k.data(), q.data(), sc, scores);
     } else {
       detail::dense_schedule(control_, t, rows(input), s.norm_, s.positions_, s.scratch_.row(1), s.scratch_.row(2));
-      detail::mark_written<T>(s.scratch_.row(2), s.written_);
+      detail::mark_written<T>(has_decay, s.scratch_.row(1), s.scratch_.row(2), s.written_);
       kernel::rows_dot<true>(s.keys_.data(), d, n, d, a, w, k.data(), q.data(), sc, scores);
     }
     detail::softmax_slots(scores, n, s.written_.data(), masked(), range_of(control_, t)(0));

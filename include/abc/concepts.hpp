@@ -194,6 +194,16 @@ template <class C>
 struct decay_all_flag<C, std::void_t<decltype(bool{C::has_decay_all})>>
     : std::integral_constant<bool, C::has_decay_all> {};
 
+// Whether each write of a sparse control stores one token as it is, in a slot of its own, with
+// weight 1 and nothing else in that slot, and the control keeps no per-slot state that depends on
+// its writes: `static constexpr bool stores_tokens = true` (the window, global tokens, identity).
+// Concat counts a token once only between such parts (a dropped write must change nothing else).
+template <class C, class = void>
+struct stores_tokens : std::false_type {};
+template <class C>
+struct stores_tokens<C, std::void_t<decltype(bool{C::stores_tokens})>>
+    : std::integral_constant<bool, C::stores_tokens> {};
+
 template <class C, class = void>
 struct readout_of : std::integral_constant<Readout, Readout::softmax> {};
 template <class C>

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // abc tests: control::Concat<A, B>: A's slots then B's under one softmax, sparse and dense, against
-// the float64 recurrence; two global parts covering every token are softmax attention.
+// the float64 recurrence; parts that store tokens read their union, each token once (local +
+// global, attention sinks), against float64 attention over that set; two global parts covering
+// every token are softmax attention.
 #include <abc/bounded_attention.hpp>
 #include <abc/control/cluster.hpp>
 #include <abc/control/concat.hpp>
@@ -11,6 +13,7 @@
 #include <abc/control/random_slot.hpp>
 #include <abc/control/sliding_window.hpp>
 
+#include <functional>
 #include <numeric>
 
 #include "support/approx.hpp"
@@ -33,33 +36,109 @@ ref::ScheduleFn concat(ref::ScheduleFn a, ref::ScheduleFn b) {
   };
 }
 
+// Attention over a set of tokens, as Longformer and BigBird define local + global: query t reads
+// every token of held(t) (a set: each token once), with plain float64 loops.
+ref::Mat union_attention(const ref::Mat& q, const ref::Mat& k, const ref::Mat& v, double scale,
+                         const std::function<std::vector<bool>(size_t t)>& held) {
+  ref::Mat out;
+  for (size_t t = 0; t < q.size(); ++t) out.push_back(ref::read(q[t], k, v, held(t), scale));
+  return out;
+}
+
+// The tokens of 0 .. last a window of w and the global positions hold after token `last`.
+std::vector<bool> window_and_globals(size_t n_tok, size_t last, size_t w, const std::vector<Index>& globals) {
+  std::vector<bool> held(n_tok, false);
+  for (size_t i = last + 1 >= w ? last + 1 - w : 0; i <= last; ++i) held[i] = true;
+  for (Index p : globals)
+    if (p >= 0 && size_t(p) <= last) held[size_t(p)] = true;
+  return held;
+}
+
 }  // namespace
 
-TEMPLATE_TEST_CASE("Concat<GlobalTokens, SlidingWindow> (sparse) matches the float64 reference in every form",
+TEMPLATE_TEST_CASE("Concat<GlobalTokens, SlidingWindow> reads the union of its tokens, each once, in every form",
                    "[control][concat]", float, double) {
   using T = TestType;
-  using C = abc::control::Concat<abc::control::GlobalTokens<T>, abc::control::SlidingWindow<T>>;
+  using G = abc::control::GlobalTokens<T>;
+  using W = abc::control::SlidingWindow<T>;
+  using C = abc::control::Concat<G, W>;
   static_assert(abc::is_sparse_control_v<C> && C::max_writes == 2, "two sparse parts without global decay: sparse");
+  static_assert(C::stores_tokens, "a union of token stores stores tokens");
   const Index d = 8, dv = 5, w = 5;
   const std::vector<Index> pos = {0, 4, 30, 64, 90};
   for (Index n_tok : kSizes) {
-    auto q = ref::random<T>(n_tok, d, 301), k = ref::random<T>(n_tok, d, 302), v = ref::random<T>(n_tok, dv, 303);
-    C control{abc::control::GlobalTokens<T>(pos), abc::control::SlidingWindow<T>(w)};
+    // Keys of large norm make a token counted twice visibly heavier than one counted once.
+    auto q = ref::random<T>(n_tok, d, 301), k = (ref::random<T>(n_tok, d, 302) * T(2)).eval(),
+         v = ref::random<T>(n_tok, dv, 303);
+    C control{G(pos), W(w)};
     REQUIRE(control.num_slots() == 10);
-    const auto sched = concat(
-        [&](size_t t) {
-          long slot = -1;
-          for (size_t i = 0; i < pos.size(); ++i)
-            if (pos[i] == Index(t)) slot = long(i);
-          return ref::one_hot(pos.size(), slot, 1.0);
-        },
-        [&](size_t t) { return ref::one_hot(size_t(w), long(t % size_t(w)), 1.0, 0.0); });
     const auto rq = ref::from(q), rk = ref::from(k), rv = ref::from(v);
     const double scale = 1 / std::sqrt(double(d));
+    const size_t n = size_t(n_tok), sw = size_t(w);
     INFO("N = " << n_tok);
-    ref::require_close(abc::BoundedAttention{control}.forward(q, k, v), ref::recurrence_noncausal(sched, 10, rq, rk, rv, scale));
-    ref::require_causal_forms(control, q, k, v, ref::recurrence_causal(sched, 10, rq, rk, rv, scale));
+    const auto causal = union_attention(rq, rk, rv, scale, [&](size_t t) { return window_and_globals(n, t, sw, pos); });
+    const auto whole = union_attention(rq, rk, rv, scale, [&](size_t) { return window_and_globals(n, n - 1, sw, pos); });
+    ref::require_close(abc::BoundedAttention{control}.forward(q, k, v), whole);
+    ref::require_causal_forms(control, q, k, v, causal);
+    // The window first: the part that never evicts (the globals) keeps a token both would store.
+    abc::control::Concat<W, G> swapped{W(w), G(pos)};
+    ref::require_close(abc::BoundedAttention{swapped}.forward(q, k, v), whole);
+    ref::require_causal_forms(swapped, q, k, v, causal);
   }
+}
+
+TEMPLATE_TEST_CASE("Attention sinks: Concat<GlobalTokens{0..s-1}, SlidingWindow{w}> is StreamingLLM's set",
+                   "[control][concat]", float, double) {
+  using T = TestType;
+  using G = abc::control::GlobalTokens<T>;
+  using W = abc::control::SlidingWindow<T>;
+  const Index d = 6, dv = 4;
+  for (Index sinks : {Index(1), Index(4)})
+    for (Index w : {Index(1), Index(3), Index(8)})
+      for (Index n_tok : kSizes) {
+        std::vector<Index> first(static_cast<size_t>(sinks));
+        std::iota(first.begin(), first.end(), Index(0));
+        auto q = ref::random<T>(n_tok, d, 331), k = (ref::random<T>(n_tok, d, 332) * T(2)).eval(),
+             v = ref::random<T>(n_tok, dv, 333);
+        const auto rq = ref::from(q), rk = ref::from(k), rv = ref::from(v);
+        const double scale = 1 / std::sqrt(double(d));
+        // Query t reads tokens 0 .. s − 1 and t − w + 1 .. t, each once.
+        const auto want = union_attention(rq, rk, rv, scale, [&](size_t t) {
+          std::vector<bool> held(size_t(n_tok), false);
+          for (size_t i = 0; i <= t; ++i) held[i] = i < size_t(sinks) || i + size_t(w) > t;
+          return held;
+        });
+        INFO("sinks " << sinks << ", window " << w << ", N = " << n_tok);
+        ref::require_causal_forms(abc::control::Concat<G, W>{G(first), W(w)}, q, k, v, want);
+      }
+}
+
+TEMPLATE_TEST_CASE("A slot reset without a write reads as empty: a given gate of exactly 0 forgets",
+                   "[control][concat][empty]", float, double) {
+  using T = TestType;
+  // Gated<SlidingWindow> with gates g: a_t = g_t (0 on the overwritten slot), w_t = 1 − g_t there.
+  // A gate of 0 resets every other slot without writing it: those slots hold nothing and take no
+  // mass (they are not zero keys read with weight exp(0)); a gate of 1 leaves the overwritten slot
+  // empty. The float64 recurrence states the same rule: a slot is written by a non-zero weight and
+  // emptied by a zero decay without one.
+  const Index d = 4, dv = 3, nw = 3, n_tok = 12;
+  abc::Vector<T> gates(n_tok);
+  gates << T(0.5), T(0.5), T(0.5), T(0), T(0.5), T(1), T(0.25), T(0), T(1), T(1), T(1), T(0.5);
+  auto q = ref::random<T>(n_tok, d, 341), k = ref::random<T>(n_tok, d, 342), v = ref::random<T>(n_tok, dv, 343);
+  using GW = abc::control::Gated<abc::control::SlidingWindow<T>>;
+  GW control(abc::control::SlidingWindow<T>(nw), gates);
+  const ref::ScheduleFn sched = [&](size_t t) {
+    ref::Step s = ref::one_hot(size_t(nw), long(t % size_t(nw)), 1.0, 0.0);
+    for (auto& a : s.a) a *= double(gates(Index(t)));
+    for (auto& x : s.w) x *= 1 - double(gates(Index(t)));
+    return s;
+  };
+  const auto rq = ref::from(q), rk = ref::from(k), rv = ref::from(v);
+  const double scale = 1 / std::sqrt(double(d));
+  const auto want = ref::recurrence_causal(sched, size_t(nw), rq, rk, rv, scale);
+  ref::require_causal_forms(control, q, k, v, want);
+  // After token 3 (gate 0) only slot 0, holding token 3, is readable: the output is v_3 exactly.
+  for (Index c = 0; c < dv; ++c) REQUIRE(want[3][size_t(c)] == Approx(double(v(3, c))).margin(1e-12));
 }
 
 TEMPLATE_TEST_CASE("Concat goes dense for a dense part or a globally decaying part, and matches the reference",

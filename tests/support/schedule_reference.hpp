@@ -27,7 +27,7 @@ using RangeFn = std::function<std::pair<size_t, size_t>(size_t t)>;
 
 struct Memory {
   Mat keys, values;
-  std::vector<bool> written;  // a non-zero write ever reached the slot
+  std::vector<bool> written;  // a non-zero write reached the slot since a zero decay last reset it
 };
 
 // Memory after tokens 0..upto-1.
@@ -39,7 +39,10 @@ inline Memory run_memory(const ScheduleFn& s, size_t n, const Mat& k, const Mat&
     for (size_t l = 0; l < n; ++l) {
       for (size_t c = 0; c < k[t].size(); ++c) m.keys[l][c] = st.a[l] * m.keys[l][c] + st.w[l] * k[t][c];
       for (size_t c = 0; c < v[t].size(); ++c) m.values[l][c] = st.a[l] * m.values[l][c] + st.w[l] * v[t][c];
-      if (st.w[l] != 0) m.written[l] = true;
+      if (st.w[l] != 0)
+        m.written[l] = true;
+      else if (st.a[l] == 0)
+        m.written[l] = false;  // reset and not written: the slot holds nothing
     }
   }
   return m;

@@ -32,6 +32,16 @@ namespace control {
  * (detail::decay_all_flag: `has_decay_all`, or `has_decay` when that is absent; a Gated part does).
  * Otherwise it is dense, and a sparse part's writes are expanded into its columns.
  * Parts that restrict which slots a query reads (read_range) are not supported.
+ *
+ * Each token is counted once when both parts store tokens (`stores_tokens`: SlidingWindow,
+ * GlobalTokens, Identity, and a Concat of such parts): the read is attention over the union of the
+ * tokens the parts hold, as Longformer's and BigBird's local + global pattern, and with global
+ * tokens 0 .. s − 1 StreamingLLM's attention sinks + window. A token both parts would store is
+ * stored by the part that never evicts (A when neither does); the other part still evicts what it
+ * would have (its slot is reset and reads as empty) but does not write the token. Between two
+ * parts that both evict (which one holds a token longer is not known), and between other parts
+ * (dense, pooled or bookkeeping controls hold no single token to drop), each part writes every
+ * token it would write on its own.
  */
 template <class A, class B>
 class Concat {
@@ -43,6 +53,9 @@ class Concat {
   static constexpr bool kSparse = is_sparse_control_v<A> && is_sparse_control_v<B> &&
                                   !detail::decay_all_flag<A>::value &&
                                   !detail::decay_all_flag<B>::value;
+  // Both parts store single tokens and one never evicts: the union is read, each token once.
+  static constexpr bool kUnion = kSparse && detail::stores_tokens<A>::value && detail::stores_tokens<B>::value &&
+                                 (!detail::decay_flag<A>::value || !detail::decay_flag<B>::value);
 
  public:
   /// The parts' common scalar type, float or double.
@@ -50,6 +63,8 @@ class Concat {
   /// True when either part decays its slots.
   static constexpr bool has_decay = detail::decay_flag<A>::value || detail::decay_flag<B>::value;
   static constexpr bool has_decay_all = false;  ///< when sparse, decay_all is always 1
+  /// True when the parts store single tokens and one never evicts: the union, each token once.
+  static constexpr bool stores_tokens = kUnion;
   /// Slots one token can write when sparse: A's max_writes plus B's (1, unused, when dense).
   static constexpr int max_writes =
       kSparse ? detail::max_writes_of<A>::value + detail::max_writes_of<B>::value : 1;
@@ -124,6 +139,13 @@ class Concat {
     SparseWrite<scalar_type, B::max_writes> wb;
     detail::sparse_schedule(a_, t, x, norm.leftCols(na), positions.head(na), wa);
     detail::sparse_schedule(b_, t, x, norm.rightCols(nb), positions.tail(nb), wb);
+    if constexpr (kUnion) {  // the part that never evicts keeps a token both would store
+      if constexpr (!detail::decay_flag<A>::value) {
+        if (stores(wa)) drop(wb);
+      } else {
+        if (stores(wb)) drop(wa);
+      }
+    }
     for (int j = 0; j < wa.count; ++j) w.writes[static_cast<std::size_t>(w.count++)] = wa.writes[static_cast<std::size_t>(j)];
     for (int j = 0; j < wb.count; ++j) {
       SlotWrite<scalar_type> s = wb.writes[static_cast<std::size_t>(j)];
@@ -143,6 +165,18 @@ class Concat {
 
  private:
   using T = scalar_type;
+
+  template <int W>
+  static bool stores(const SparseWrite<T, W>& w) noexcept {
+    for (int j = 0; j < w.count; ++j)
+      if (w.writes[static_cast<std::size_t>(j)].weight != T(0)) return true;
+    return false;
+  }
+  // The writes' weights to 0; their decays stay (an evicting part still evicts).
+  template <int W>
+  static void drop(SparseWrite<T, W>& w) noexcept {
+    for (int j = 0; j < w.count; ++j) w.writes[static_cast<std::size_t>(j)].weight = T(0);
+  }
 
   template <class C>
   static void part(const C& c, Index t0, const MatrixRef<T>& x, MatrixOut<T> norm, PositionsOut positions,

@@ -26,6 +26,8 @@ class Identity {
   static std::string tag() { return "abc::control::Identity"; }
   /// One write per token, into slot t.
   static constexpr int max_writes = 1;
+  /// Each slot holds one token as it is (Concat counts such a token once).
+  static constexpr bool stores_tokens = true;
   /// False: a_t ≡ 1, nothing written decays.
   static constexpr bool has_decay = false;
 

@@ -22,12 +22,24 @@ struct MemoryView {
   std::vector<std::uint8_t>& written;  // [n]
 };
 
+// Which slots hold something: a slot is written once a token puts weight on it, and empty again
+// when a token resets it (decay exactly 0) without writing it. A reset row is exactly zero, so it is
+// masked like a slot never written instead of taking softmax mass for a zero key (this is how
+// Concat drops a token the other part already holds, and how a gate of exactly 0 forgets).
+inline void mark_slot(std::uint8_t& written, bool wrote, bool reset) noexcept {
+  if (wrote)
+    written = 1;
+  else if (reset)
+    written = 0;
+}
+
 // One token of a sparse schedule: O(count · d), plus O(n · d) only when every slot decays.
 template <class T, int W>
 void apply_sparse(MemoryView<T> m, const SparseWrite<T, W>& s, VectorRef<T> k, VectorRef<T> v) {
   if (s.decay_all != T(1)) {
     m.keys *= s.decay_all;
     m.values *= s.decay_all;
+    if (s.decay_all == T(0)) std::fill(m.written.begin(), m.written.end(), std::uint8_t{0});
   }
   for (int j = 0; j < s.count; ++j) {
     const SlotWrite<T>& w = s.writes[static_cast<std::size_t>(j)];
@@ -40,7 +52,7 @@ void apply_sparse(MemoryView<T> m, const SparseWrite<T, W>& s, VectorRef<T> k, V
       kr = w.decay * kr + w.weight * k.transpose();
       vr = w.decay * vr + w.weight * v.transpose();
     }
-    if (w.weight != T(0)) m.written[static_cast<std::size_t>(w.slot)] = 1;
+    mark_slot(m.written[static_cast<std::size_t>(w.slot)], w.weight != T(0), w.decay == T(0));
   }
 }
 
@@ -56,20 +68,12 @@ void expand_sparse(const SparseWrite<T, W>& s, RowA&& a, RowW&& w) {
   }
 }
 
-template <class T, class RowW>
-void mark_written(const RowW& w, std::vector<std::uint8_t>& written) {
-  for (Index l = 0; l < w.size(); ++l)
-    if (w(l) != T(0)) written[static_cast<std::size_t>(l)] = 1;
-}
-
-// One token of a dense schedule: K̃ ← diag(a) K̃ + w ⊗ k, and the same for Ṽ.
+// mark_slot for one token of a dense schedule: decay row a, write row w. Without decays (a
+// control's `has_decay = false`) the decay row is not read: nothing is ever reset.
 template <class T, class RowA, class RowW>
-void apply_dense(MemoryView<T> m, const RowA& a, const RowW& w, VectorRef<T> k, VectorRef<T> v) {
-  m.keys.array().colwise() *= a.transpose().array();
-  m.values.array().colwise() *= a.transpose().array();
-  m.keys.noalias() += w.transpose() * k.transpose();
-  m.values.noalias() += w.transpose() * v.transpose();
-  mark_written<T>(w, m.written);
+void mark_written(bool has_decay, const RowA& a, const RowW& w, std::vector<std::uint8_t>& written) {
+  for (Index l = 0; l < w.size(); ++l)
+    mark_slot(written[static_cast<std::size_t>(l)], w(l) != T(0), has_decay && a(l) == T(0));
 }
 
 // Buffers of the chunked kernel, sized once per call.
@@ -115,7 +119,7 @@ void causal_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool has_deca
       ws.dcum.array() *= a.array();
     }
     eff.row(t) = w;
-    mark_written<T>(w, m.written);
+    mark_written<T>(has_decay, a, w, m.written);
     ws.scores.noalias() = gram.row(t).head(t + 1) * eff.topRows(t + 1);
     if (has_decay)
       ws.scores.array() += ws.dcum.array() * prev.row(t).array();
@@ -144,9 +148,13 @@ template <class T>
 void advance_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool has_decay,
                    const Eigen::Ref<const Matrix<T>>& k, const Eigen::Ref<const Matrix<T>>& v) {
   auto eff = ws.eff.topRows(c);
-  // A slot is written once any token of the chunk puts weight on it (one vectorised pass).
-  ws.dcum = (ws.write.topRows(c).array() != T(0)).template cast<T>().colwise().sum();
-  mark_written<T>(ws.dcum, m.written);
+  if (has_decay) {
+    for (Index t = 0; t < c; ++t) mark_written<T>(true, ws.decay.row(t), ws.write.row(t), m.written);
+  } else {  // no resets: a slot is written once any token of the chunk puts weight on it
+    ws.dcum = (ws.write.topRows(c).array() != T(0)).template cast<T>().colwise().sum();
+    for (Index l = 0; l < ws.dcum.size(); ++l)
+      if (ws.dcum(l) != T(0)) m.written[static_cast<std::size_t>(l)] = 1;
+  }
   if (!has_decay) {
     m.keys.noalias() += ws.write.topRows(c).transpose() * k;
     m.values.noalias() += ws.write.topRows(c).transpose() * v;
