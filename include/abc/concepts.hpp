@@ -49,6 +49,9 @@
 //                                     // step (empty Problem: it can); reported as config_error
 //   static constexpr bool has_decay_all;  // sparse: false when decay_all is always 1 (default:
 //                                     // has_decay); lets Concat stay sparse (one decay_all only)
+//   static constexpr bool stores_tokens;  // sparse: true when each write stores one token as it is,
+//                                     // alone in its slot, and no per-slot state depends on the
+//                                     // writes; lets Concat count a token once (default: false)
 // };
 //
 // `t` is the token's absolute position in its sequence; `x` is the control input (the key unless the
