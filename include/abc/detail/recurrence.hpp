@@ -148,13 +148,7 @@ template <class T>
 void advance_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool has_decay,
                    const Eigen::Ref<const Matrix<T>>& k, const Eigen::Ref<const Matrix<T>>& v) {
   auto eff = ws.eff.topRows(c);
-  if (has_decay) {
-    for (Index t = 0; t < c; ++t) mark_written<T>(true, ws.decay.row(t), ws.write.row(t), m.written);
-  } else {  // no resets: a slot is written once any token of the chunk puts weight on it
-    ws.dcum = (ws.write.topRows(c).array() != T(0)).template cast<T>().colwise().sum();
-    for (Index l = 0; l < ws.dcum.size(); ++l)
-      if (ws.dcum(l) != T(0)) m.written[static_cast<std::size_t>(l)] = 1;
-  }
+  for (Index t = 0; t < c; ++t) mark_written<T>(has_decay, ws.decay.row(t), ws.write.row(t), m.written);
   if (!has_decay) {
     m.keys.noalias() += ws.write.topRows(c).transpose() * k;
     m.values.noalias() += ws.write.topRows(c).transpose() * v;
