@@ -315,7 +315,8 @@ void fuzz(Reader& in) {
     case 14: {  // RFA: arc-cos features, or sin/cos ones; ungated, a learned gate, or given gates
       const abc::Matrix<T> w = in.matrix<T>(in.index(0, 8), in.index(0, 6));
       const std::uint8_t how = in.byte();
-      const bool normalize = how & 1, arccos = kind % 15 == 13;
+      const auto norm = how & 1 ? abc::feature::InputNorm::unit : abc::feature::InputNorm::raw;
+      const bool arccos = kind % 15 == 13;
       static const double floors[] = {0.0, 0.0, 0.25, 1.0};
       const T floor = T(floors[how >> 1 & 3]);
       // Arc-cos features are ≥ 0, so the denominator φ(q)·z has no cancellation: every form gives
@@ -346,10 +347,10 @@ void fuzz(Reader& in) {
       };
       if (arccos) {
         std::optional<abc::feature::ArcCosine<T>> map;
-        if (!throws([&] { map.emplace(w, normalize); })) rfa(*map);
+        if (!throws([&] { map.emplace(w, norm); })) rfa(*map);
       } else {
         std::optional<abc::feature::RandomFourier<T>> map;
-        if (!throws([&] { map.emplace(w, normalize); })) rfa(*map);
+        if (!throws([&] { map.emplace(w, norm); })) rfa(*map);
       }
       break;
     }

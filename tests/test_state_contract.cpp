@@ -234,8 +234,9 @@ template <> abc::BoundedAttention<Longformer> GoldenCase<Longformer>::attention(
 template <> abc::BoundedAttention<GatedMlp> GoldenCase<GatedMlp>::attention() {
   return abc::BoundedAttention{GatedMlp(Mlp<float>(d, 6, 13), tokens<float>(d, 1, 14), 0.25f)};
 }
+// The blob holds the state of raw inputs, written before unit inputs became the maps' default.
 template <> abc::BoundedAttention<ArcRfa> GoldenCase<ArcRfa>::attention() {
-  return abc::BoundedAttention{ArcRfa(abc::feature::ArcCosine<double>(tokens<double>(8, d, 15)))};
+  return abc::BoundedAttention{ArcRfa(abc::feature::ArcCosine<double>(tokens<double>(8, d, 15), abc::feature::InputNorm::raw))};
 }
 template <> abc::BoundedAttention<Clusters> GoldenCase<Clusters>::attention() {
   return abc::BoundedAttention{Clusters(tokens<float>(4, d, 16))};

@@ -33,6 +33,7 @@
 #include "control/top_k_eviction.hpp"
 
 #include "feature/arc_cosine.hpp"
+#include "feature/input_norm.hpp"
 #include "feature/projection.hpp"
 #include "feature/random_fourier.hpp"
 

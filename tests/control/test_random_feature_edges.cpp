@@ -3,10 +3,14 @@
 // φ(q)ᵀS / φ(q)·z is a ratio, so it has an exact answer whenever the denominator is not 0, however
 // small or large φ(q) is: subnormal features, a subnormal denominator, features near overflow.
 // Every form must give it (no NaN or Inf for finite input), and empty inputs must be empty outputs.
+// Extreme features come from W's scale or from raw inputs (feature::InputNorm::raw): under the
+// default unit inputs, the input's own magnitude does not reach the features (its edge cases are
+// in test_random_feature.cpp).
 #include <abc/bounded_attention.hpp>
 #include <abc/control/random_feature.hpp>
 #include <abc/feature/arc_cosine.hpp>
 #include <abc/detail/random.hpp>
+#include <abc/feature/input_norm.hpp>
 #include <abc/feature/random_fourier.hpp>
 
 #include <cstdint>
@@ -43,9 +47,10 @@ TEMPLATE_TEST_CASE("RFA arc-cos: a subnormal denominator gives the exact ratio, 
                    float, double) {
   using T = TestType;
   using Arc = abc::feature::ArcCosine<T>;
-  // W = −1, q = −denorm_min, k = −0.5, v = [0 1]: φ(q) = denorm_min, φ(k) = 0.5, so
+  // Raw inputs, W = −1, q = −denorm_min, k = −0.5, v = [0 1]: φ(q) = denorm_min, φ(k) = 0.5, so
   // num = denorm_min · 0.5 · [0 1] and den = denorm_min · 0.5 both underflow, yet the ratio is [0 1].
-  const abc::BoundedAttention attn{abc::control::RandomFeature<T, Arc>(Arc(abc::Matrix<T>::Constant(1, 1, T(-1))))};
+  const abc::BoundedAttention attn{abc::control::RandomFeature<T, Arc>(
+      Arc(abc::Matrix<T>::Constant(1, 1, T(-1)), abc::feature::InputNorm::raw))};
   const abc::Matrix<T> q = abc::Matrix<T>::Constant(1, 1, -std::numeric_limits<T>::denorm_min());
   const abc::Matrix<T> k = abc::Matrix<T>::Constant(1, 1, T(-0.5));
   abc::Matrix<T> v(1, 2);
@@ -71,9 +76,12 @@ TEMPLATE_TEST_CASE("RFA arc-cos: features of any magnitude give the same ratio t
   using T = TestType;
   using Arc = abc::feature::ArcCosine<T>;
   const Index d = 3, dv = 2, N = 11, D = 4;
-  // Small integers everywhere, so that with W scaled by 2^e every feature (integer × 2^(e−1): the
-  // map divides by sqrt(D) = 2), every memory entry and every sum is exact. Scaling W scales φ(q), φ(k), z and S by 2^e: the ratio is
-  // the same real number, and the readout must return the same bits as at e = 0.
+  // Small integers everywhere, so that with raw inputs and W scaled by 2^e every feature (integer ×
+  // 2^(e−1): the map divides by sqrt(D) = 2), every memory entry and every sum is exact. Scaling W
+  // scales φ(q), φ(k), z and S by 2^e: the ratio is the same real number, and the readout must
+  // return the same bits as at e = 0. Unit inputs (the default) make the features W x̂ inexact, but
+  // a power of two still scales every rounded intermediate exactly while all are normal numbers:
+  // the bits must match as well.
   const auto ints = [](Index r, Index c, std::uint64_t seed, int lo, int hi) {
     abc::Matrix<T> m(r, c);
     for (Index i = 0; i < m.size(); ++i)
@@ -82,22 +90,26 @@ TEMPLATE_TEST_CASE("RFA arc-cos: features of any magnitude give the same ratio t
   };
   const abc::Matrix<T> w = ints(D, d, 41, 1, 3), q = ints(N, d, 42, 1, 3), k = ints(N, d, 43, 1, 3);
   const abc::Matrix<T> v = ints(N, dv, 44, -3, 3);
-  const auto at = [&](int e) {
-    return every_form(abc::BoundedAttention{abc::control::RandomFeature<T, Arc>(Arc(w * std::ldexp(T(1), e)))}, q, k, v);
-  };
-  const auto want = at(0);
-  // From the smallest normal range (z and S stay normal numbers, so their products with the
-  // balanced φ(q) are exact; a state that is itself subnormal has lost digits already) up to near
-  // overflow. Unbalanced, φ(q)·z is about 2^(2e): it underflows to 0 or overflows to inf at both ends.
-  const int lo = std::numeric_limits<T>::min_exponent + 8;
-  const int hi = std::numeric_limits<T>::max_exponent - 12;
-  for (int e : {lo, lo / 2 - 20, -40, 40, hi / 2 + 20, hi}) {
-    INFO("W scaled by 2^" << e);
-    const auto got = at(e);
-    for (std::size_t f = 0; f < got.size(); ++f) {
-      INFO("form " << f);
-      REQUIRE(got[f].allFinite());
-      REQUIRE(got[f] == want[f]);
+  for (auto norm : {abc::feature::InputNorm::raw, abc::feature::InputNorm::unit}) {
+    INFO("unit inputs " << (norm == abc::feature::InputNorm::unit));
+    const auto at = [&](int e) {
+      return every_form(abc::BoundedAttention{abc::control::RandomFeature<T, Arc>(Arc(w * std::ldexp(T(1), e), norm))}, q,
+                        k, v);
+    };
+    const auto want = at(0);
+    // From the smallest normal range (z and S stay normal numbers, so their products with the
+    // balanced φ(q) are exact; a state that is itself subnormal has lost digits already) up to near
+    // overflow. Unbalanced, φ(q)·z is about 2^(2e): it underflows to 0 or overflows to inf at both ends.
+    const int lo = std::numeric_limits<T>::min_exponent + 8;
+    const int hi = std::numeric_limits<T>::max_exponent - 12;
+    for (int e : {lo, lo / 2 - 20, -40, 40, hi / 2 + 20, hi}) {
+      INFO("W scaled by 2^" << e);
+      const auto got = at(e);
+      for (std::size_t f = 0; f < got.size(); ++f) {
+        INFO("form " << f);
+        REQUIRE(got[f].allFinite());
+        REQUIRE(got[f] == want[f]);
+      }
     }
   }
 }

@@ -22,6 +22,11 @@ namespace control {
  * \brief RFA (dissertation ch. 4): the recurrence with writes w_t = φ(k_t) and the linear readout
  * out(q) = φ(q)ᵀ S / (φ(q)·z), S = Σ_t φ(k_t) ⊗ v_t, z = Σ_t φ(k_t) (Eq. 4.5–4.7).
  *
+ * Queries and keys go through the same map φ (key_schedule and query_features both call it), so
+ * they are always normalised alike. By default the maps read x/‖x‖ (feature::InputNorm::unit, RFA's
+ * practice, §4.3.3): with sin/cos features the readout then tends to softmax(s² q̂·k̂) as D grows.
+ * A map built with InputNorm::raw reads q and k as given and estimates a Gaussian kernel instead.
+ *
  * The memory has n = φ's size slots (2D for sin/cos). Optionally gated for recency (Eq. 4.8):
  * S_t = g_t S_{t−1} + (1 − g_t) φ(k_t) ⊗ v_t and the same for z, with g_t = sigmoid(w_g·x_t + b_g)
  * from the control input (the layer input; the keys unless the caller passes x), or gates given per

@@ -8,17 +8,22 @@
 #include "../detail/check.hpp"
 #include "../detail/control_check.hpp"
 #include "../types.hpp"
+#include "input_norm.hpp"
 
 namespace abc {
 namespace feature {
 
 /**
- * \brief φ(x) = sqrt(1/D) [sin(W x), cos(W x)] ∈ R^{2D} (RFA, dissertation Eq. 4.2): all sines, then all cosines.
+ * \brief φ(x) = sqrt(1/D) [sin(W x̂), cos(W x̂)] ∈ R^{2D} (RFA, dissertation Eq. 4.2): all sines, then all cosines.
  *
- * ‖φ(x)‖ = 1 for every x, since Σ (sin² + cos²)/D = 1. With W = s·W̃, W̃ ~ N(0, I),
- * E[φ(x)·φ(y)] = exp(−s²‖x − y‖²/2); for unit-norm inputs the linear readout tends to softmax
- * attention with inverse temperature s² as D grows. `normalize` maps inputs to x/‖x‖ first
- * (a zero input stays zero).
+ * By default (InputNorm::unit) the map reads the direction x̂ = x/‖x‖ of its input, as RFA does
+ * (dissertation §4.3.3): φ(x) = sqrt(1/D) [sin(W x̂), cos(W x̂)]. With W = s·W̃, W̃ ~ N(0, I),
+ * E[φ(x)·φ(y)] = exp(−s²‖x̂ − ŷ‖²/2) = e^{−s²} exp(s² x̂·ŷ), so the linear readout tends to softmax
+ * attention over x̂·ŷ with inverse temperature s² as D grows. InputNorm::raw maps x as given and
+ * estimates the Gaussian kernel exp(−s²‖x − y‖²/2) instead. The zero vector is mapped as it is
+ * (φ(0) = sqrt(1/D) [0, …, 0, 1, …, 1]); finite inputs of any magnitude, subnormal or near overflow,
+ * have finite features under `unit` (under `raw`, W x itself must not overflow). ‖φ(x)‖ = 1 for
+ * every x, since Σ (sin² + cos²)/D = 1.
  *
  * \tparam T float or double.
  */
@@ -30,8 +35,9 @@ class RandomFourier {
   /// The map's name in state blobs.
   static std::string tag() { return "abc::feature::RandomFourier"; }
 
-  /// From W [D × d]. \throws config_error if W is empty or not finite.
-  explicit RandomFourier(Matrix<T> w, bool normalize = false) : w_(std::move(w)), normalize_(normalize) {
+  /// From W [D × d], reading x/‖x‖ (`unit`, the default) or x (`raw`).
+  /// \throws config_error if W is empty or not finite.
+  explicit RandomFourier(Matrix<T> w, InputNorm norm = InputNorm::unit) : w_(std::move(w)), norm_(norm) {
     detail::require_at_least("abc::feature::RandomFourier", "W.rows() (D)", w_.rows(), 1, "at least one feature");
     detail::require_at_least("abc::feature::RandomFourier", "W.cols() (d)", w_.cols(), 1, "inputs need a column");
     if (auto p = detail::finite_problem("W", w_)) detail::raise("abc::feature::RandomFourier", p);
@@ -42,20 +48,15 @@ class RandomFourier {
   Index size() const noexcept { return 2 * w_.rows(); }  ///< 2D
   /// W [D × d].
   const Matrix<T>& projection() const noexcept { return w_; }
-  /// Whether inputs are mapped to x/‖x‖ before the projection.
-  bool normalize() const noexcept { return normalize_; }
+  /// Whether inputs are mapped to x/‖x‖ (`unit`) or as given (`raw`) before the projection.
+  InputNorm input_norm() const noexcept { return norm_; }
 
   /// φ of each row of x [rows × d] into phi [rows × 2D].
   void map(MatrixRef<T> x, MatrixOut<T> phi) const {
     if (x.rows() == 0) return;  // no rows: the column blocks of an empty buffer are not formed
     const Index D = w_.rows();
     auto proj = phi.leftCols(D);
-    proj.noalias() = x * w_.transpose();
-    if (normalize_)
-      for (Index i = 0; i < x.rows(); ++i) {
-        const T norm = x.row(i).norm();
-        if (norm > T(0)) proj.row(i) /= norm;  // W (x/‖x‖) = (W x)/‖x‖
-      }
+    detail::project_direction<T>(x, w_, norm_, proj);
     const T scale = T(1) / std::sqrt(T(D));
     phi.rightCols(D) = scale * proj.array().cos();
     proj = scale * proj.array().sin();
@@ -63,7 +64,7 @@ class RandomFourier {
 
  private:
   Matrix<T> w_;
-  bool normalize_;
+  InputNorm norm_;
 };
 
 }  // namespace feature

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. feature::InputNorm, whether a random-feature map reads the
+// direction x/‖x‖ of its input or the input as given, and the projection W x̂ both maps share.
+#pragma once
+
+#include <cmath>
+
+#include "../types.hpp"
+
+namespace abc {
+namespace feature {
+
+/**
+ * \brief What a random-feature map does with the norm of its input, x ↦ W x̂ before sin/cos or relu.
+ *
+ * The feature map is the one place this is decided: control::RandomFeature maps keys (in its key
+ * schedule) and queries (in its readout) with the same map object, so both are always treated
+ * alike.
+ *
+ * The zero vector has no direction: it is mapped as it is (x̂ = 0) in either form, so `unit` and
+ * `raw` give it the same features (sin/cos: sqrt(1/D) [0, …, 0, 1, …, 1]; arc-cosine: all zero).
+ */
+enum class InputNorm {
+  unit,  ///< x̂ = x/‖x‖ (the default; RFA's practice, dissertation §4.3.3): with sin/cos features the
+         ///< estimated kernel exp(−s²‖x̂ − ŷ‖²/2) = e^{−s²} exp(s² x̂·ŷ) is the softmax kernel up to a
+         ///< constant, which cancels in the readout's ratio
+  raw,   ///< x̂ = x: the Gaussian kernel exp(−s²‖x − y‖²/2) of the inputs as given (sin/cos), or the
+         ///< arc-cosine kernel including the factor ‖x‖‖y‖
+};
+
+}  // namespace feature
+
+namespace detail {
+
+// proj = X Wᵀ with every row x of X read as x̂ (InputNorm). `unit` rows whose largest magnitude
+// m = max|x_j| lies in [2^−32, 2^32] take the GEMM and a division by ‖x‖: Σ x_j² neither
+// overflows nor underflows there, and (W x)/‖x‖ equals W (x/‖x‖) to rounding. Other rows
+// (subnormal entries, huge entries), and rows whose W x overflowed, are recomputed from x·2^−e
+// with 2^(e−1) ≤ m < 2^e, scaled entry by entry with ldexp (exact; the factor 2^−e itself
+// overflows float for subnormal m), so that ‖x·2^−e‖ ∈ [1/2, sqrt(d)) and W x̂ is as finite as W
+// allows. A zero row stays zero; a row holding NaN or ±inf keeps the GEMM's non-finite result.
+template <class T>
+void project_direction(MatrixRef<T> x, const Matrix<T>& w, feature::InputNorm norm, MatrixOut<T> proj) {
+  proj.noalias() = x * w.transpose();
+  if (norm == feature::InputNorm::raw) return;
+  const T lo = std::ldexp(T(1), -32), hi = std::ldexp(T(1), 32);
+  const Index d = x.cols(), D = w.rows();
+  for (Index i = 0; i < x.rows(); ++i) {
+    T m = T(0);
+    for (Index j = 0; j < d; ++j) {
+      const T a = std::abs(x(i, j));
+      m = (std::isnan(a) || a > m) ? a : m;  // once NaN, stays NaN
+    }
+    if (m == T(0)) {
+      proj.row(i).setZero();
+      continue;
+    }
+    if (!std::isfinite(m)) continue;  // not finite input: leave the non-finite GEMM result
+    if (m >= lo && m <= hi) {
+      proj.row(i) /= x.row(i).norm();
+      if (proj.row(i).allFinite()) continue;
+    }
+    int e = 0;
+    (void)std::frexp(m, &e);  // m = f · 2^e, f ∈ [1/2, 1)
+    T ss = T(0);
+    for (Index j = 0; j < d; ++j) {
+      const T s = std::ldexp(x(i, j), -e);
+      ss += s * s;
+    }
+    const T n = std::sqrt(ss);
+    for (Index r = 0; r < D; ++r) {
+      T acc = T(0);
+      for (Index j = 0; j < d; ++j) acc += w(r, j) * std::ldexp(x(i, j), -e);
+      proj(i, r) = acc / n;
+    }
+  }
+}
+
+}  // namespace detail
+}  // namespace abc
