@@ -225,6 +225,10 @@ void register_all() {
          run_bounded(st, abc::control::Mlp<float>(kD, slots(st), 1), true, f,
                      abc_bench::logit_flops(1, double(slots(st)), kD));
        }},
+      {"gsa", [](benchmark::State& st, const std::string& f) {  // GSA: a forget gate per slot, τ = 8
+         run_bounded(st, abc::control::SlotGates<float>(kD, slots(st), 1), true, f,
+                     abc_bench::logit_flops(1, double(slots(st)), kD));
+       }},
       {"linformer", [](benchmark::State& st, const std::string& f) {
          // N_max = 2N: step runs past the prefill
          run_bounded(st, abc::control::Linformer<float>(slots(st), 2 * st.range(0), 1), true, f);

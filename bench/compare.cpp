@@ -116,6 +116,7 @@ int main(int argc, char** argv) {
   add("mlp exp", Mlp<float>(d, n, 1));
   add("mlp sigmoid", Mlp<float>(d, n, 1, Activation::sigmoid));
   add("mlp relu", Mlp<float>(d, n, 1, Activation::relu));
+  add("gsa (slot gates)", SlotGates<float>(d, n, 1));  // GSA: a forget gate per slot, τ = 8
   add("linformer", Linformer<float>(n, N, 1));  // N_max = N
   add("random slot", RandomSlot<float>(n, 1));
   add("compressive", Compressive<float>((N + n - 1) / n, n));  // ratio so that n·c ≥ N

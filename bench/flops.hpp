@@ -4,7 +4,7 @@
 //
 //   memory write, dense control  2·N·n·(d + dv)     K̃ = Φᵀ K, Ṽ = Φᵀ V
 //   memory write, one-hot        N·(d + dv)          one row updated per token
-//   control logits (Mlp)         2·N·n·d_x           S = X W_φᵀ
+//   control logits (Mlp, GSA)    2·N·n·d_x           S = X W_φᵀ (W_f for GSA)
 //   centroid distances (Cluster) 2·N·n·d             like the logits
 //   key score (TopKEviction)     2·N·d²              kᵀ G k
 //   gate (Gated)                 2·N·d_x             w_g · x

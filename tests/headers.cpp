@@ -11,6 +11,8 @@ TEST_CASE("the control traits recognise the built-in controls", "[concepts]") {
   STATIC_REQUIRE(abc::is_control_policy_v<abc::control::Mlp<float>>);
   STATIC_REQUIRE(abc::is_sparse_control_v<abc::control::SlidingWindow<float>>);
   STATIC_REQUIRE_FALSE(abc::is_sparse_control_v<abc::control::Mlp<float>>);
+  STATIC_REQUIRE(abc::is_control_policy_v<abc::control::SlotGates<double>>);
+  STATIC_REQUIRE_FALSE(abc::is_sparse_control_v<abc::control::SlotGates<float>>);
   STATIC_REQUIRE_FALSE(abc::is_control_policy_v<int>);
   // Class template argument deduction: float by default, the control's type for the attention.
   abc::BoundedAttention attn{abc::control::SlidingWindow{8}};

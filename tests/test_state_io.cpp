@@ -51,6 +51,7 @@ TEMPLATE_TEST_CASE("a state round-trips bit-exactly for every control", "[state_
   round_trip(abc::BoundedAttention{SlidingWindow<T>{7}}, d, dv, N);
   round_trip(abc::BoundedAttention{Mlp<T>(d, 8, 3)}, d, dv, N);
   round_trip(abc::BoundedAttention{Mlp<T>(d, 8, 3, Activation::relu, Normalization::per_token)}, d, dv, N);
+  round_trip(abc::BoundedAttention{SlotGates<T>(d, 8, 3)}, d, dv, N);
   round_trip(abc::BoundedAttention{Linformer<T>(6, N, 2)}, d, dv, N);
   round_trip(abc::BoundedAttention{RandomSlot<T>(5, 9)}, d, dv, N);
   round_trip(abc::BoundedAttention{Compressive<T>(4, 10)}, d, dv, N);

@@ -101,6 +101,7 @@ TEST_CASE("stream: every control and TRAMS decode N tokens in flat memory", "[st
   r.push_back(bounded("ABC-MLP exp", ctl::Mlp<float>(d, n, 953), N, d));
   r.push_back(bounded("ABC-MLP sigmoid", ctl::Mlp<float>(d, n, 954, ctl::Activation::sigmoid), N, d));
   r.push_back(bounded("ABC-MLP relu per-token", ctl::Mlp<float>(d, n, 955, ctl::Activation::relu, ctl::Normalization::per_token), N, d));
+  r.push_back(bounded("GSA slot gates", ctl::SlotGates<float>(d, n, 962), N, d));
   r.push_back(bounded("Linformer (N_max = N)", ctl::Linformer<float>(4, N, 956), N, d));
   r.push_back(bounded("random slot", ctl::RandomSlot<float>(n, 957), N, d));
   r.push_back(bounded("compressive", ctl::Compressive<float>((N + n - 1) / n, n), N, d));

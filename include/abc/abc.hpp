@@ -30,6 +30,7 @@
 #include "control/random_feature.hpp"
 #include "control/random_slot.hpp"
 #include "control/sliding_window.hpp"
+#include "control/slot_gates.hpp"
 #include "control/top_k_eviction.hpp"
 
 #include "feature/arc_cosine.hpp"

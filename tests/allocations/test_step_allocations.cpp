@@ -87,6 +87,7 @@ TEMPLATE_TEST_CASE("step_into allocates nothing", "[allocations][step]", float, 
   auto q = ref::random<T>(N, d, 1), k = ref::random<T>(N, d, 2), v = ref::random<T>(N, dv, 3);
   REQUIRE(allocations_in_steps(abc::BoundedAttention{SlidingWindow<T>{8}}, q, k, v) == 0);
   REQUIRE(allocations_in_steps(abc::BoundedAttention{Mlp<T>(d, 40, 1)}, q, k, v) == 0);
+  REQUIRE(allocations_in_steps(abc::BoundedAttention{SlotGates<T>(ref::random<T>(40, d, 9), ref::random<T>(40, 1, 10), T(8))}, q, k, v) == 0);
   REQUIRE(allocations_in_steps(abc::BoundedAttention{Linformer<T>(8, N, 1)}, q, k, v) == 0);
   REQUIRE(allocations_in_steps(abc::BoundedAttention{Cluster<T>(ref::random<T>(5, d, 4))}, q, k, v) == 0);
   REQUIRE(allocations_in_steps(abc::BoundedAttention{RandomFeature<T>{abc::feature::RandomFourier<T>(abc::feature::Projection<T>(8, d, 1).draw())}}, q, k, v) == 0);

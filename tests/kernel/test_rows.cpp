@@ -3,6 +3,7 @@
 // lengths around the batch width and at unaligned addresses.
 #include <abc/detail/readout.hpp>
 #include <abc/kernel/exp_sum.hpp>
+#include <abc/kernel/forget_gate.hpp>
 #include <abc/kernel/online_normalise.hpp>
 #include <abc/kernel/rows.hpp>
 
@@ -228,6 +229,60 @@ TEMPLATE_TEST_CASE("exp_sum matches the scalar oracle and its definition; −∞
         REQUIRE(std::abs(double(b[i]) - want) <= 4 * tol<T>(1) * want);
       }
       REQUIRE(std::abs(double(sum_b) - sum_def) <= tol<T>(n) * std::max(1.0, sum_def));
+    }
+}
+
+// Per-slot forget gates f = σ(s)^(1/τ): both paths against the definition in double (log σ for each
+// sign of s, so 1 − f and tiny f keep their digits), exact 0 and 1 at the same slots, NaN as 0 and
+// ±∞ as ±max, and the logits may be overwritten in place by the decays.
+TEMPLATE_TEST_CASE("forget_gate matches the scalar oracle and its definition, from 1e-30 to 1 − 1e-7",
+                   "[kernel][forget_gate]", float, double) {
+  using T = TestType;
+  constexpr T inf = std::numeric_limits<T>::infinity(), big = std::numeric_limits<T>::max();
+  const double eps = std::numeric_limits<T>::epsilon();
+  const double lo = std::log(double(std::numeric_limits<T>::min()));
+  for (Index n : lengths<T>())
+    for (T tau : {T(1), T(8), T(0.5)}) {
+      INFO("n = " << n << ", tau " << tau);
+      auto s = data<T>(n, 40);
+      for (Index j = 0; j <= n; ++j) {
+        T& e = s[size_t(j)];
+        e *= T(30);                                     // gates from about 1e-13 to 1 − 1e-13
+        if (j % 5 == 1) e = T(-69.0776) * tau;          // about 1e-30 at every τ
+        if (j % 7 == 2) e = T(16.1181);                 // 1 − 1e-7 at τ = 1
+        if (j % 11 == 3) e = T(1e4);                    // exactly 1: no write
+        if (j % 13 == 4) e = T(-1e4);                   // exactly 0: a reset
+        if (j % 17 == 5) e = std::numeric_limits<T>::quiet_NaN();
+        if (j % 19 == 6) e = (j % 2 ? inf : -inf);
+      }
+      std::vector<T> dec_a(size_t(n) + 1, T(7)), wr_a = dec_a, dec_b = dec_a, wr_b = dec_a;
+      abc::kernel::forget_gate(s.data() + 1, tau, dec_a.data() + 1, wr_a.data() + 1, n);
+      abc::kernel::scalar::forget_gate(s.data() + 1, tau, dec_b.data() + 1, wr_b.data() + 1, n);
+      REQUIRE(dec_a[0] == T(7));
+      REQUIRE(wr_a[0] == T(7));
+      auto in_place = s;
+      abc::kernel::forget_gate(in_place.data() + 1, tau, in_place.data() + 1, wr_b.data() + 1, n);
+      for (Index j = 1; j <= n; ++j) {
+        const size_t i = size_t(j);
+        double x = double(s[i]);
+        if (std::isnan(x)) x = 0;
+        x = std::max(std::min(x, double(big)), -double(big));
+        const double log_sigma = x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x));
+        double lf = log_sigma / double(tau);
+        if (lf > -double(std::numeric_limits<T>::min())) lf = 0;  // 1 − f below the smallest normal: f = 1
+        const double f = lf >= lo ? std::exp(lf) : 0.0, one_minus_f = lf >= lo ? -std::expm1(lf) : 1.0;
+        INFO("j = " << j << ", logit " << s[i] << ", log f " << lf);
+        // log f carries a relative rounding of a few ε, so f carries |log f| times that.
+        const double tol_f = f > 0 ? 8 * eps * std::max(1.0, std::abs(lf)) * f : 0.0, tol_w = 8 * eps * one_minus_f;
+        for (const auto* out : {&dec_a, &dec_b}) REQUIRE(std::abs(double((*out)[i]) - f) <= tol_f);
+        REQUIRE(std::abs(double(wr_a[i]) - one_minus_f) <= tol_w);
+        REQUIRE(std::abs(double(wr_b[i]) - one_minus_f) <= tol_w);
+        REQUIRE((dec_a[i] == T(0)) == (f == 0.0));
+        REQUIRE((dec_b[i] == T(0)) == (f == 0.0));
+        REQUIRE((wr_a[i] == T(0)) == (one_minus_f == 0.0));
+        REQUIRE((wr_b[i] == T(0)) == (one_minus_f == 0.0));
+        REQUIRE(in_place[i] == dec_a[i]);
+      }
     }
 }
 

@@ -2,6 +2,7 @@
 // abc: bounded-memory attention. Scalar kernels: the ABC_NO_SIMD path and the oracle of the SIMD ones.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -50,6 +51,24 @@ T exp_sum(T* x, Index n, T shift) noexcept {
     sum += x[l];
   }
   return sum;
+}
+
+// A per-slot forget gate from its logits (see kernel::forget_gate), slots [0, n): log f =
+// −softplus(−s)/τ, decay = f, write = 1 − f. NaN logits count as 0, infinite ones as the largest
+// finite value; exponentials below the smallest normal number are 0, as on the SIMD path.
+template <class T>
+void forget_gate(const T* logit, T tau, T* decay, T* write, Index n) noexcept {
+  constexpr T big = std::numeric_limits<T>::max(), tiny = std::numeric_limits<T>::min();
+  constexpr T lo = log_min_normal<T>();
+  for (Index l = 0; l < n; ++l) {
+    const T s = std::isnan(logit[l]) ? T(0) : std::min(std::max(logit[l], -big), big);
+    const T e = -std::abs(s);
+    const T softplus = std::max(-s, T(0)) + (e >= lo ? std::log1p(std::exp(e)) : T(0));
+    T lf = -softplus / tau;
+    if (lf > -tiny) lf = T(0);
+    decay[l] = lf >= lo ? std::exp(lf) : T(0);
+    write[l] = lf >= lo ? T(0) - std::expm1(lf) : T(1);  // 0 − expm1(0) is +0, not −0
+  }
 }
 
 // row ← a · row + w · x, and returns row · q (the updated row), over n entries.
