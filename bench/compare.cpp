@@ -1,20 +1,27 @@
 // SPDX-License-Identifier: MIT
-// abc compare: every control on one workload, in one table.
-//
-//   compare [--tokens N] [--slots n] [--dim d] [--repeat r] [--noncausal]
-//
-// For each control: median time of r runs, speed-up over exact softmax attention (the blocked
-// online-softmax baseline), the decode state's bytes, and the error of its output against exact
-// attention (max absolute and RMS over all outputs). Exact attention's own "state" is its KV cache.
+// abc compare: every control on one workload, in one table: time, speed-up over exact softmax
+// attention, decode state bytes, and the error of each control's output against exact attention.
+// The workload is random q, k, v (timing), the q, k, v of a seeded random decoder over a repetitive
+// byte text (attention with structure), or the user's own .npy files. `compare --help` explains
+// every option, row and column; the same text is kHelp below.
 #include <abc/abc.hpp>
 
+#include "../examples/npy.hpp"
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <functional>
+#include <optional>
+#include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -23,11 +30,358 @@ namespace {
 using abc::Index;
 using Mat = abc::Matrix<float>;
 
+const char kHelp[] = R"(usage: compare [options]
+
+Runs every control of abc on one workload of N tokens (one attention head: q, k, v) and prints
+one row per control: its time, its decode state, and how far its output is from exact softmax
+attention on the same q, k, v. Causal (forward_causal: token t reads tokens 0..t) unless
+--noncausal. Bad options print one line and exit with status 2.
+
+workload (--workload or --npy; default --workload random):
+  --workload random   q, k, v uniform in [-1, 1], seeded. The logits q.k/sqrt(d) have a
+                      standard deviation of about 0.33 whatever d is, so exact attention is
+                      nearly uniform over the prefix and its output is close to the running mean
+                      of the values. Right for timing; its error column says little about a
+                      trained model's attention (see "errors on random data" below).
+  --workload decoder  q, k, v of the second attention layer of a seeded random byte-level
+                      decoder (d_model = d, one head) reading a generated text with repetition
+                      (Zipf-distributed words; one word boundary in ten starts a copy of an
+                      earlier span). Layer 1 attends by position, mixing each byte with the few
+                      before it; layer 2's queries and keys share most of their projection, so a
+                      query attends to earlier occurrences of its own context, near or far. Its
+                      attention is peaked and long-range, as that of many trained heads is.
+  --npy DIR           your own q, k, v: DIR/q.npy, DIR/k.npy [N x d] and DIR/v.npy [N x dv],
+                      float32 or float64 (computed in float), C order, as numpy.save writes
+                      them (numpy.ascontiguousarray(a) first for a transposed view). One head:
+                      for a multi-head layer save one head's q, k, v, e.g. q[0, h] of a
+                      [B, H, N, d] tensor. Logits are q.k/sqrt(d); scale q first for another
+                      scale.
+
+sizes:
+  --tokens N    tokens (default 4096; with --npy the first N rows, default all)
+  --dim d       dimension of q, k and v (default 64; with --npy it comes from the files)
+  --slots n     memory slots of every bounded control (default 64)
+  --seed s      seed of the random and decoder workloads and of the controls' weights
+                (default 1)
+  --repeat r    timed runs per row; the median is shown (default 5)
+  --noncausal   run forward() (every query reads all N tokens) instead of forward_causal()
+  --help        this text
+
+rows: softmax (exact) is abc::SoftmaxAttention, the reference every error is measured against.
+Every other row is abc::BoundedAttention with one control (docs/operators/) and n slots, except
+identity (one slot per token: exact attention through the bounded machinery, so its error is
+rounding only), trams (TRAMS proper, a pool of 2n tokens read n at a time, fed in segments of 64)
+and rfa D=64 / D=256 (random feature attention: 2D slots). Slot counts: window, mlp, gsa,
+linformer, random slot, compressive, global tokens, cluster, top-k eviction: n; concat: n/2
+global tokens + a window of n/2; dilated r=2: two ring buffers of n/2.
+
+columns:
+  time ms      median wall time of the whole sequence in one call, one thread.
+  speed-up     softmax (exact)'s time divided by this row's: above 1 is faster.
+  state bytes  the decode state after N tokens, what a decoder keeps per sequence and head:
+               constant in N for every bounded control; for softmax (exact) its KV cache,
+               2 N d 4 bytes, which grows with N.
+  max err      the largest |out - exact| over all N x dv outputs, exact being softmax (exact)'s
+               output on the same q, k, v. This is the approximation error of the bounded
+               memory (what it forgets, merges or estimates), not rounding: float rounding is
+               the identity row's error. In the units of v.
+  rms err      the root mean square of the same differences.
+  rel err      rms err / the rms of the exact output: 1 means an error as large as the output.
+
+errors on random data: exact attention is nearly uniform there, its output the mean of many
+values and therefore small, so rel err is large for any control that does not average over the
+whole prefix; a window or a top-k cache keeps n tokens of a flat distribution. Two rows are large
+for reasons of their own:
+  random slot  adds each token to a hashed slot without averaging: a slot holds the sum of about
+               N/n keys and values, its key grows like sqrt(N/n), the slot softmax turns one-hot
+               and the output is a sum of N/n values where exact attention gives their mean.
+  rfa D=...    estimates softmax with D random sin/cos features of unit-norm q and k, at one
+               temperature (sigma^2 = mean |q| mean |k| / sqrt(d), printed below the table):
+               each key's kernel value is estimated with an error of about 1/sqrt(D), noise that
+               is large against the nearly equal weights of a flat distribution, and the
+               denominator is not kept positive with sin/cos features: where it comes near 0, at
+               any token and more often at the first ones (few terms), the output blows up. That
+               is its max err, which changes a lot with --seed; rms err is the typical error. On
+               peaked attention (--workload decoder) sigma^2 is large and the far keys' noise
+               swamps the few near keys: RFA needs a large D there.
+--workload decoder or --npy gives errors that say how a control does on attention with structure;
+the line "exact attention:" above the table says how peaked and how local the workload is.
+)";
+
+[[noreturn]] void usage_error(const std::string& what) {
+  std::fprintf(stderr, "compare: %s (compare --help lists the options)\n", what.c_str());
+  std::exit(2);
+}
+
 struct Config {
   Index tokens = 4096, slots = 64, dim = 64;
+  bool tokens_given = false, dim_given = false;
   int repeat = 5;
   bool causal = true;
+  std::uint64_t seed = 1;
+  std::string workload = "random";
+  std::optional<std::string> npy_dir;
 };
+
+// An integer option's value: the whole text a decimal integer in [lo, hi], or one line naming the
+// option and exit status 2 (atol would read "12x" as 12 and "x" as 0).
+long long integer(const char* option, const char* text, long long lo, long long hi) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text, &end, 10);
+  if (end == text || *end != '\0' || errno == ERANGE || v < lo || v > hi)
+    usage_error(std::string(option) + " wants an integer from " + std::to_string(lo) + " to " +
+                std::to_string(hi) + ", got '" + text + "'");
+  return v;
+}
+
+Config parse(int argc, char** argv) {
+  Config c;
+  bool workload_given = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string opt = argv[i];
+    const auto value = [&]() -> const char* {
+      if (i + 1 >= argc) usage_error(opt + " needs a value");
+      return argv[++i];
+    };
+    // Sizes are capped where N·d and n·d stay far from overflow and a run could still finish.
+    if (opt == "--help" || opt == "-h") {
+      std::fputs(kHelp, stdout);
+      std::exit(0);
+    } else if (opt == "--tokens") {
+      c.tokens = Index(integer("--tokens", value(), 1, 1 << 24));
+      c.tokens_given = true;
+    } else if (opt == "--slots") {
+      c.slots = Index(integer("--slots", value(), 1, 1 << 20));
+    } else if (opt == "--dim") {
+      c.dim = Index(integer("--dim", value(), 1, 1 << 14));
+      c.dim_given = true;
+    } else if (opt == "--repeat") {
+      c.repeat = int(integer("--repeat", value(), 1, 1000));
+    } else if (opt == "--seed") {
+      c.seed = std::uint64_t(integer("--seed", value(), 0, LLONG_MAX));
+    } else if (opt == "--noncausal") {
+      c.causal = false;
+    } else if (opt == "--workload") {
+      c.workload = value();
+      workload_given = true;
+      if (c.workload != "random" && c.workload != "decoder")
+        usage_error("--workload wants random or decoder, got '" + c.workload + "'");
+    } else if (opt == "--npy") {
+      c.npy_dir = value();
+    } else {
+      usage_error((opt.rfind("-", 0) == 0 ? "unknown option '" : "unexpected argument '") + opt + "'");
+    }
+  }
+  if (c.npy_dir && workload_given) usage_error("--npy and --workload name two workloads; give one");
+  if (c.npy_dir && c.dim_given) usage_error("--dim comes from the files with --npy; drop it");
+  return c;
+}
+
+// ---- workloads -------------------------------------------------------------------------------
+
+struct Workload {
+  Mat q, k, v;
+  std::string what;  // one line for the header
+};
+
+Mat gaussian(Index rows, Index cols, float sd, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, sd);
+  Mat m(rows, cols);
+  for (Index i = 0; i < m.size(); ++i) m.data()[i] = normal(rng);
+  return m;
+}
+
+Mat uniform(Index rows, Index cols, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  Mat m(rows, cols);
+  for (Index i = 0; i < m.size(); ++i) m.data()[i] = u(rng);
+  return m;
+}
+
+// Each row divided by its root mean square (RMS normalisation, as a pre-norm transformer does).
+Mat rms_rows(const Mat& x) {
+  Mat y(x.rows(), x.cols());
+  for (Index t = 0; t < x.rows(); ++t)
+    y.row(t) = x.row(t) / std::sqrt(x.row(t).squaredNorm() / float(x.cols()) + 1e-5f);
+  return y;
+}
+
+// Bytes of a text with repetition, as prose and source code have: words of a seeded vocabulary
+// drawn by a Zipf law, and at one word boundary in ten a copy of an earlier span of 16 to 128
+// bytes (a repeated phrase or line).
+std::vector<int> repetitive_text(Index n_bytes, std::mt19937_64& rng) {
+  constexpr int kWords = 400;
+  std::vector<std::string> words(kWords);
+  std::uniform_int_distribution<int> length(1, 9), letter('a', 'z');
+  for (auto& w : words)
+    for (int i = length(rng); i > 0; --i) w += char(letter(rng));
+  std::vector<double> zipf(kWords);
+  for (int i = 0; i < kWords; ++i) zipf[std::size_t(i)] = 1.0 / std::pow(double(i + 1), 1.1);
+  std::discrete_distribution<std::size_t> pick(zipf.begin(), zipf.end());
+  std::bernoulli_distribution copy(0.1);
+  std::uniform_int_distribution<std::size_t> span(16, 128);
+  std::vector<int> text;
+  const auto size = std::size_t(n_bytes);
+  while (text.size() < size) {
+    if (text.size() > 256 && copy(rng)) {
+      const std::size_t len = span(rng);
+      const std::size_t from = std::uniform_int_distribution<std::size_t>(0, text.size() - len)(rng);
+      for (std::size_t i = 0; i < len; ++i) text.push_back(text[from + i]);
+    } else {
+      for (char ch : words[pick(rng)]) text.push_back(ch);
+      text.push_back(' ');
+    }
+  }
+  text.resize(size);
+  return text;
+}
+
+// The sinusoidal position code of "Attention is all you need": its rows' dot product depends on
+// the distance between the positions only, largest at distance 0.
+Mat positions(Index n, Index d) {
+  Mat p(n, d);
+  for (Index t = 0; t < n; ++t)
+    for (Index i = 0; i < d; ++i) {
+      const double freq = std::pow(10000.0, -double(2 * (i / 2)) / double(d));
+      p(t, i) = float(i % 2 == 0 ? std::sin(double(t) * freq) : std::cos(double(t) * freq));
+    }
+  return p;
+}
+
+// A seeded random decoder over a repetitive byte text; q, k, v are what its second attention
+// layer reads. Random weights alone give nearly uniform attention, like random q, k, v; two choices
+// give it structure like that of trained heads: layer 1's queries and keys are the positions only
+// (a recency-weighted mix of the last bytes into each token, the n-gram context), and layer 2's
+// query and key projections share most of their weights, so its logits compare contexts.
+Workload decoder_workload(Index N, Index d, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const std::vector<int> text = repetitive_text(N, rng);
+  const float sd = 1.0f / std::sqrt(float(d));
+  const Mat embed = gaussian(256, d, 1.0f, rng), pos = positions(N, d);
+  Mat x(N, d);
+  // Positions enter the residual weakly: at full strength every token would match its neighbours
+  // best, and the attention would be a window.
+  for (Index t = 0; t < N; ++t) x.row(t) = embed.row(text[std::size_t(t)]) + 0.3f * pos.row(t);
+
+  // Layer 1: causal attention by position, then a ReLU MLP (d -> 4d -> d), both residual.
+  const abc::SoftmaxAttention<float> exact;
+  const Mat w_v1 = gaussian(d, d, sd, rng), w_o1 = gaussian(d, d, sd, rng);
+  const Mat w_1 = gaussian(4 * d, d, sd, rng), w_2 = gaussian(d, 4 * d, 0.5f * sd, rng);
+  const Mat pos_qk = 1.5f * pos;
+  Mat mixed(N, d);
+  exact.forward_causal_into(pos_qk, pos_qk, rms_rows(x) * w_v1.transpose(), mixed);
+  x += mixed * w_o1.transpose();
+  x += (rms_rows(x) * w_1.transpose()).cwiseMax(0.0f) * w_2.transpose();
+
+  // Layer 2's q, k, v. W_k = W_q + a smaller independent part: the shared part makes equal contexts
+  // match, the other keeps a query from simply matching its own key best. The gain widens the
+  // logits to several units, so that the best matches stand out.
+  const Mat h = rms_rows(x);
+  const float gain = 1.6f;
+  const Mat w_q = gaussian(d, d, sd, rng), w_k = w_q + gaussian(d, d, 0.5f * sd, rng);
+  const Mat w_v = gaussian(d, d, sd, rng);
+  Workload w{gain * h * w_q.transpose(), gain * h * w_k.transpose(), h * w_v.transpose(), ""};
+  w.what = "decoder: layer 2 of a seeded random byte-level decoder over a repetitive text, seed " +
+           std::to_string(seed);
+  return w;
+}
+
+Workload npy_workload(const std::string& dir, const Config& c) {
+  const auto load = [&](const char* name) {
+    try {
+      return npy::read(dir + "/" + name);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string("--npy: ") + e.what());
+    }
+  };
+  const npy::Array q = load("q.npy"), k = load("k.npy"), v = load("v.npy");
+  const auto two_d = [](const char* name, const npy::Array& a) {
+    if (a.shape.size() != 2 || a.shape[0] < 1 || a.shape[1] < 1)
+      throw std::runtime_error(std::string("--npy: ") + name + " is " + npy::shape_string(a.shape) +
+                               ", expected [N, d] (one head, one token per row)");
+  };
+  two_d("q.npy", q);
+  two_d("k.npy", k);
+  two_d("v.npy", v);
+  if (q.shape != k.shape)
+    throw std::runtime_error("--npy: q.npy is " + npy::shape_string(q.shape) + " and k.npy " +
+                             npy::shape_string(k.shape) + "; q and k need the same shape [N, d]");
+  if (v.shape[0] != q.shape[0])
+    throw std::runtime_error("--npy: v.npy has " + std::to_string(v.shape[0]) + " rows and q.npy " +
+                             std::to_string(q.shape[0]) + "; every file holds one row per token");
+  Index N = q.shape[0];
+  if (c.tokens_given) {
+    if (c.tokens > N)
+      throw std::runtime_error("--tokens " + std::to_string(c.tokens) + ": the files hold " +
+                               std::to_string(N) + " tokens");
+    N = c.tokens;
+  }
+  const auto rows = [&](const npy::Array& a) {
+    Mat m(N, a.shape[1]);
+    for (Index i = 0; i < m.size(); ++i) m.data()[i] = float(a.data[std::size_t(i)]);
+    return m;
+  };
+  Workload w{rows(q), rows(k), rows(v), ""};
+  if (!w.q.allFinite() || !w.k.allFinite() || !w.v.allFinite())
+    throw std::runtime_error("--npy: the files hold NaN or Inf, or values beyond float's range, in their first " +
+                             std::to_string(N) + " rows");
+  w.what = "--npy " + dir;
+  return w;
+}
+
+// ---- the exact attention's shape ----------------------------------------------------------------
+
+// How peaked and how local exact attention is, from up to 256 queries spread over the sequence:
+// exp(entropy) is the number of keys a query's weight is spread over (as many as it reads for
+// uniform weights, 1 for one-hot); the mass on the n most recent keys is what a window of n could
+// keep, the mass on the n heaviest what any n-token cache could keep at best.
+std::string attention_shape(const Mat& q, const Mat& k, Index n, bool causal) {
+  const Index N = q.rows(), samples = std::min<Index>(N, 256);
+  const double scale = 1.0 / std::sqrt(double(q.cols()));
+  double eff = 0, recent = 0, heavy = 0;
+  std::vector<double> p;
+  for (Index i = 0; i < samples; ++i) {
+    const Index t = (i + 1) * N / samples - 1, keys = causal ? t + 1 : N;
+    p.resize(std::size_t(keys));
+    double mx = -INFINITY;
+    for (Index j = 0; j < keys; ++j) {
+      p[std::size_t(j)] = scale * double(q.row(t).dot(k.row(j)));
+      mx = std::max(mx, p[std::size_t(j)]);
+    }
+    double z = 0;
+    for (double& x : p) z += (x = std::exp(x - mx));
+    double h = 0, last = 0;
+    for (Index j = 0; j < keys; ++j) {
+      double& x = p[std::size_t(j)];
+      x /= z;
+      if (x > 0) h -= x * std::log(x);
+      if (j > t - n) last += x;
+    }
+    const auto top = std::min<std::size_t>(std::size_t(n), p.size());
+    std::partial_sort(p.begin(), p.begin() + std::ptrdiff_t(top), p.end(), std::greater<double>());
+    double sum_top = 0;
+    for (std::size_t j = 0; j < top; ++j) sum_top += p[j];
+    eff += std::exp(h);
+    recent += last;
+    heavy += sum_top;
+  }
+  const double s = double(samples);
+  char line[400];
+  if (causal)
+    std::snprintf(line, sizeof line,
+                  "exact attention (%ld sampled queries): weight spread over exp(entropy) = %.3g keys on "
+                  "average;\n  the n = %ld most recent keys hold %.0f %% of it, the %ld heaviest %.0f %%",
+                  long(samples), eff / s, long(n), 100 * recent / s, long(n), 100 * heavy / s);
+  else
+    std::snprintf(line, sizeof line,
+                  "exact attention (%ld sampled queries): weight spread over exp(entropy) = %.3g keys on "
+                  "average;\n  the n = %ld heaviest keys hold %.0f %% of it",
+                  long(samples), eff / s, long(n), 100 * heavy / s);
+  return line;
+}
+
+// ---- the table --------------------------------------------------------------------------------
 
 struct Row {
   std::string name;
@@ -48,54 +402,43 @@ double median_ms(int repeat, F&& f) {
   return t[t.size() / 2];
 }
 
-Config parse(int argc, char** argv) {
-  Config c;
-  for (int i = 1; i < argc; ++i) {
-    auto next = [&](const char* what) {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "compare: %s needs a value\n", what);
-        std::exit(2);
-      }
-      return std::atol(argv[++i]);
-    };
-    if (!std::strcmp(argv[i], "--tokens")) c.tokens = next("--tokens");
-    else if (!std::strcmp(argv[i], "--slots")) c.slots = next("--slots");
-    else if (!std::strcmp(argv[i], "--dim")) c.dim = next("--dim");
-    else if (!std::strcmp(argv[i], "--repeat")) c.repeat = int(next("--repeat"));
-    else if (!std::strcmp(argv[i], "--noncausal")) c.causal = false;
-    else {
-      std::printf("usage: compare [--tokens N] [--slots n] [--dim d] [--repeat r] [--noncausal]\n");
-      std::exit(std::strcmp(argv[i], "--help") ? 2 : 0);
-    }
-  }
-  if (c.tokens < 1 || c.slots < 1 || c.dim < 1 || c.repeat < 1) {
-    std::fprintf(stderr, "compare: sizes and --repeat must be positive\n");
-    std::exit(2);
-  }
-  return c;
+void errors(Row& r, const Mat& out, const Mat& exact) {
+  r.max_err = double((out - exact).cwiseAbs().maxCoeff());
+  r.rms_err = std::sqrt(double((out - exact).squaredNorm()) / double(out.size()));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const Config cfg = parse(argc, argv);
-  const Index N = cfg.tokens, d = cfg.dim, n = cfg.slots;
-  const Mat q = Mat::Random(N, d), k = Mat::Random(N, d), v = Mat::Random(N, d);
+int run(const Config& cfg) {
+  Workload w;
+  if (cfg.npy_dir) {
+    w = npy_workload(*cfg.npy_dir, cfg);
+  } else if (cfg.workload == "decoder") {
+    w = decoder_workload(cfg.tokens, cfg.dim, cfg.seed);
+  } else {
+    std::mt19937_64 rng(cfg.seed);
+    w.q = uniform(cfg.tokens, cfg.dim, rng);
+    w.k = uniform(cfg.tokens, cfg.dim, rng);
+    w.v = uniform(cfg.tokens, cfg.dim, rng);
+    w.what = "random: q, k, v uniform in [-1, 1], seed " + std::to_string(cfg.seed);
+  }
+  const Mat &q = w.q, &k = w.k, &v = w.v;
+  const Index N = q.rows(), d = q.cols(), dv = v.cols(), n = cfg.slots;
+  std::mt19937_64 rng(cfg.seed ^ 0x9e3779b97f4a7c15ull);  // the controls' random weights
+  const auto seed = [&] { return std::uint64_t(rng()); };
 
   abc::SoftmaxAttention<float> exact_attn;
-  Mat exact(N, d);
+  Mat exact(N, dv);
   Row base{"softmax (exact)"};
   base.ms = median_ms(cfg.repeat, [&] {
     if (cfg.causal) exact_attn.forward_causal_into(q, k, v, exact);
     else exact_attn.forward_into(q, k, v, exact);
   });
-  base.bytes = std::size_t(2 * N * d) * sizeof(float);
+  base.bytes = std::size_t(N * (d + dv)) * sizeof(float);
   std::vector<Row> rows{base};
 
   auto add = [&](const std::string& name, const auto& control) {
     abc::BoundedAttention attn{control};
-    Mat out(N, d);
-    auto state = attn.make_state(d, d);
+    Mat out(N, dv);
+    auto state = attn.make_state(d, dv);
     Row r{name};
     r.ms = median_ms(cfg.repeat, [&] {
       if (cfg.causal) {
@@ -106,19 +449,19 @@ int main(int argc, char** argv) {
       }
     });
     r.bytes = state.bytes();
-    r.max_err = double((out - exact).cwiseAbs().maxCoeff());
-    r.rms_err = std::sqrt(double((out - exact).squaredNorm()) / double(out.size()));
+    errors(r, out, exact);
     rows.push_back(r);
   };
   using namespace abc::control;
+  const Index half = std::max<Index>(n / 2, 1), rest = std::max<Index>(n - n / 2, 1);
   add("identity (n = N)", Identity<float>{N});
   add("window", SlidingWindow<float>{n});
-  add("mlp exp", Mlp<float>(d, n, 1));
-  add("mlp sigmoid", Mlp<float>(d, n, 1, Activation::sigmoid));
-  add("mlp relu", Mlp<float>(d, n, 1, Activation::relu));
-  add("gsa (slot gates)", SlotGates<float>(d, n, 1));  // GSA: a forget gate per slot, τ = 8
-  add("linformer", Linformer<float>(n, N, 1));  // N_max = N
-  add("random slot", RandomSlot<float>(n, 1));
+  add("mlp exp", Mlp<float>(d, n, seed()));
+  add("mlp sigmoid", Mlp<float>(d, n, seed(), Activation::sigmoid));
+  add("mlp relu", Mlp<float>(d, n, seed(), Activation::relu));
+  add("gsa (slot gates)", SlotGates<float>(d, n, seed()));  // GSA: a forget gate per slot, τ = 8
+  add("linformer", Linformer<float>(n, N, seed()));          // N_max = N
+  add("random slot", RandomSlot<float>(n, seed()));
   add("compressive", Compressive<float>((N + n - 1) / n, n));  // ratio so that n·c ≥ N
   {
     // n global tokens spread evenly: every ⌈N/n⌉-th position.
@@ -126,27 +469,27 @@ int main(int argc, char** argv) {
     for (Index t = 0; t < N; t += (N + n - 1) / n) every.push_back(t);
     add("global tokens", GlobalTokens<float>(every));
     // Longformer / BigBird: half the slots global, half a window.
-    std::vector<Index> half;
-    for (Index t = 0; t < N && Index(half.size()) < std::max<Index>(n / 2, 1); t += (N + n - 1) / std::max<Index>(n / 2, 1))
-      half.push_back(t);
-    add("concat global+window", Concat<GlobalTokens<float>, SlidingWindow<float>>(GlobalTokens<float>(half),
-                                                                                   SlidingWindow<float>(std::max<Index>(n - n / 2, 1))));
+    std::vector<Index> spread;
+    for (Index t = 0; t < N && Index(spread.size()) < half; t += (N + half - 1) / half) spread.push_back(t);
+    add("concat global+window",
+        Concat<GlobalTokens<float>, SlidingWindow<float>>(GlobalTokens<float>(spread), SlidingWindow<float>(rest)));
   }
-  add("dilated r=2", Dilated<float>(std::max<Index>(n / 2, 1), 2));  // same slot count as the others
+  add("dilated r=2", Dilated<float>(half, 2));  // two buffers of n/2: the same slot count as the others
   if (cfg.causal)  // causal needs fixed centroids: k-means on the keys, fitted once outside the timing
-    add("cluster", Cluster<float>(Cluster<float>::kmeans(k, n, 1, 20).centroids));
+    add("cluster", Cluster<float>(Cluster<float>::kmeans(k, std::min(n, N), seed(), 20).centroids));
   else  // non-causal fits k-means on the keys inside every call (20 Lloyd updates at most)
-    add("cluster (k-means)", Cluster<float>(n, d, 1, 20));
-  add("gated window", Gated<SlidingWindow<float>>(SlidingWindow<float>(n), abc::Vector<float>::Constant(d, 0.1f), 1.0f));
+    add("cluster (k-means)", Cluster<float>(n, d, seed(), 20));
+  add("gated window",
+      Gated<SlidingWindow<float>>(SlidingWindow<float>(n), abc::Vector<float>::Constant(d, 0.1f), 1.0f));
   // TRAMS without expiry: n/2 newest tokens + the n/2 best-scoring older ones (released-code score).
-  const abc::select::KeyScore<float> trams_score(Mat::Random(d, d));
-  add("top-k eviction", TopKEviction<float>(std::max<Index>(n / 2, 1), n - n / 2, trams_score));
+  const abc::select::KeyScore<float> trams_score(gaussian(d, d, 1.0f / std::sqrt(float(d)), rng));
+  add("top-k eviction", TopKEviction<float>(half, n - n / 2, trams_score));
   if (cfg.causal) {
     // TRAMS proper (not a control): a FIFO pool of 2n tokens, reading n/2 recent + n/2 selected, fed
     // in segments of 64 tokens (causal within a segment). State: the pool.
-    abc::select::TramsAttention<float> trams({2 * n, std::max<Index>(n / 2, 1), n - std::max<Index>(n / 2, 1)}, trams_score);
-    auto state = trams.make_state(d, d);
-    Mat out(N, d);
+    abc::select::TramsAttention<float> trams({2 * n, half, n - half}, trams_score);
+    auto state = trams.make_state(d, dv);
+    Mat out(N, dv);
     Row r{"trams (pool 2n)"};
     r.ms = median_ms(cfg.repeat, [&] {
       state.reset();
@@ -156,24 +499,49 @@ int main(int argc, char** argv) {
       }
     });
     r.bytes = state.bytes();
-    r.max_err = double((out - exact).cwiseAbs().maxCoeff());
-    r.rms_err = std::sqrt(double((out - exact).squaredNorm()) / double(out.size()));
+    errors(r, out, exact);
     rows.push_back(r);
   }
-  // RFA on normalised q and k (the feature maps' default) with σ = 1.6: softmax with inverse
-  // temperature s² ≈ 2.6 as D grows, about the logits scale·q·k of this workload (|q|, |k| ≈
-  // sqrt(d/3)). Its memory is 2D slots.
-  for (Index D : {Index(64), Index(256)})
-    add("rfa D=" + std::to_string(D),
-        RandomFeature<float>{abc::feature::RandomFourier<float>(abc::feature::Projection<float>(D, d, 1, 1.6f).draw())});
+  // RFA reads unit-norm q and k (the feature maps' default) and tends to softmax(σ² q̂·k̂) as D
+  // grows: σ² = mean|q|·mean|k|/√d puts that temperature at the workload's mean logit scale
+  // (about 2.7 for random q, k at any d). Its memory is 2D slots.
+  const double sigma = std::sqrt(double(q.rowwise().norm().mean()) * double(k.rowwise().norm().mean()) /
+                                 std::sqrt(double(d)));
+  for (Index D : {Index(64), Index(256)}) {
+    const abc::feature::Projection<float> projection(D, d, seed(), float(sigma));
+    add("rfa D=" + std::to_string(D), RandomFeature<float>{abc::feature::RandomFourier<float>(projection.draw())});
+  }
 
-  std::printf("abc compare: %s attention, N = %ld, d = dv = %ld, n = %ld, float, median of %d (one thread)\n\n",
-              cfg.causal ? "causal" : "non-causal", long(N), long(d), long(n), cfg.repeat);
-  std::printf("%-20s %12s %10s %14s %11s %11s\n", "control", "time ms", "speed-up", "state bytes", "max err",
-              "rms err");
+  const double exact_rms = std::sqrt(double(exact.squaredNorm()) / double(exact.size()));
+  std::printf("abc compare: %s attention, N = %ld, d = %ld, dv = %ld, n = %ld, float, median of %d (one thread)\n",
+              cfg.causal ? "causal" : "non-causal", long(N), long(d), long(dv), long(n), cfg.repeat);
+  std::printf("workload: %s\n%s\n\n", w.what.c_str(), attention_shape(q, k, n, cfg.causal).c_str());
+  std::printf("%-20s %10s %9s %12s %10s %10s %9s\n", "control", "time ms", "speed-up", "state bytes", "max err",
+              "rms err", "rel err");
   for (const auto& r : rows)
-    std::printf("%-20s %12.3f %9.2fx %14zu %11.2e %11.2e\n", r.name.c_str(), r.ms, base.ms / r.ms, r.bytes,
-                r.max_err, r.rms_err);
-  std::printf("\nstate bytes of softmax (exact): its KV cache at N tokens. Errors: against exact attention.\n");
+    std::printf("%-20s %10.3f %8.2fx %12zu %10.2e %10.2e %9.2e\n", r.name.c_str(), r.ms, base.ms / r.ms, r.bytes,
+                r.max_err, r.rms_err, exact_rms > 0 ? r.rms_err / exact_rms : 0.0);
+  std::printf("\nstate bytes: the decode state after N tokens (softmax: its KV cache, growing with N).\n"
+              "errors: against softmax (exact) on the same q, k, v; rel err = rms err / %.2e, the rms of the\n"
+              "exact output. rfa: sigma = %.3g. compare --help explains every row and column.\n",
+              exact_rms, sigma);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Config cfg = parse(argc, argv);
+  try {
+    return run(cfg);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "compare: out of memory for N = %ld, d = %ld, n = %ld (try smaller sizes)\n",
+                 long(cfg.tokens), long(cfg.dim), long(cfg.slots));
+  } catch (const std::exception& e) {
+    // Library errors (abc::shape_error, abc::config_error) and bad files: their message, one line.
+    std::string what = e.what();
+    std::replace(what.begin(), what.end(), '\n', ' ');
+    std::fprintf(stderr, "compare: %s\n", what.c_str());
+  }
+  return 2;
 }

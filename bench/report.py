@@ -9,11 +9,15 @@ bench/README.md (medians only):
   4. the library against the plain-Eigen ABC-MLP of the same run.
 
     bench/report.py bench/results/run2.json > tables.md
+
+A bench_kernels run (bench/results/run2_kernels.json) gives the SIMD-against-scalar table instead.
+A missing, unreadable or malformed file is one line on stderr and exit status 2.
 """
-import json
+import os
 import sys
 
-from benchjson import load
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchjson.py, from any directory
+from benchjson import BadRun, Parser, fail, load, read_run, seconds  # noqa: E402
 
 
 def shown(t):
@@ -25,8 +29,7 @@ def kernels(run):
     med = {}
     for b in run["benchmarks"]:
         if b.get("aggregate_name", "median") == "median":
-            unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
-            med[b["run_name"]] = (b["cpu_time"] * unit, b.get("FLOPS", 0.0) / 1e9)
+            med[b["run_name"]] = (seconds(b), b.get("FLOPS", 0.0) / 1e9)
     print("| kernel | shape | SIMD | scalar | ratio | SIMD GFLOP/s |")
     print("|---|---|---:|---:|---:|---:|")
     for name, (t, gf) in sorted(med.items()):
@@ -45,9 +48,8 @@ def kernels(run):
                   f"{shown(simd[0])} ({t / simd[0]:.2f}×)")
 
 
-def main(path):
-    with open(path) as f:
-        run = json.load(f)
+def tables(path):
+    run = read_run(path)
     if "fma_peak_gflops" not in run["context"]:
         return kernels(run)
     ctx, rows = load(path)
@@ -106,5 +108,29 @@ def main(path):
                   f"{eig['seconds'] / lib['seconds']:.2f}× |")
 
 
+def main(argv=None):
+    p = Parser(prog="report.py",
+               description="Print the Markdown tables of bench/README.md from a Google Benchmark JSON run: "
+                           "for a bench_attention run, every kernel at n = 64 and each N (time, tokens/s, "
+                           "GFLOP/s, fraction of the measured FMA peak, state bytes, speed-up over softmax "
+                           "attention of the same form and N), the slot sweep, the chunk-size sweep and the "
+                           "library against plain Eigen; for a bench_kernels run, the SIMD kernels against "
+                           "the scalar ones. Medians only.",
+               epilog="example: bench/report.py bench/results/run2.json > tables.md")
+    p.add_argument("run", help="JSON written by bench_attention or bench_kernels with "
+                               "--benchmark_out=FILE --benchmark_out_format=json")
+    args = p.parse_args(argv)
+    try:
+        tables(args.run)
+    except BadRun as e:
+        fail(p.prog, e)
+    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as e:
+        fail(p.prog, f"{args.run}: unexpected contents ({type(e).__name__}: {e}); "
+                     "is it a bench_attention or bench_kernels run?")
+    except BrokenPipeError:  # piped into head, which has what it wanted: no traceback at exit either
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main()

@@ -10,8 +10,16 @@ then rounded to the storage format, as a kernel with 16-bit storage would do), a
 relative error of K̃ and of one read o = softmax(q K̃ᵀ/√d) Ṽ against float64.
 
     bench/state_precision.py            (Debian's /usr/bin/python3 with python3-numpy)
+
+The defaults (n = d = 64, 16384 tokens, seed 0) give the table in bench/README.md.
 """
-import numpy as np
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchjson.py, from any directory
+from benchjson import Parser, fail  # noqa: E402
+
+np = None  # numpy, imported in main() so that --help and bad options work without it
 
 
 def to_bf16(x):
@@ -29,6 +37,7 @@ FORMATS = {
 
 
 def run(n=64, d=64, tokens=16384, checkpoints=(64, 256, 1024, 4096, 16384), seed=0):
+    """Rows (tokens, format, relative error of K̃, relative error of one read) at each checkpoint."""
     rng = np.random.default_rng(seed)
     w_phi = rng.standard_normal((n, d)) / np.sqrt(d)
     q = rng.standard_normal(d)
@@ -71,8 +80,41 @@ def run(n=64, d=64, tokens=16384, checkpoints=(64, 256, 1024, 4096, 16384), seed
     return rows
 
 
-def main():
-    rows = run()
+def positive(text):
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise ValueError(text)
+    return v
+
+
+positive.__name__ = "positive integer"  # argparse names the type in its message
+
+
+def main(argv=None):
+    global np
+    p = Parser(prog="state_precision.py",
+               description="Run the ABC-MLP state update over N tokens with the state kept in float64 "
+                           "(the reference), float32, fp16 and bf16, and print as a Markdown table the "
+                           "relative error of K̃ and of one read against float64 at 64, 256, 1024, ... "
+                           "tokens. Needs numpy (Debian: python3-numpy, with /usr/bin/python3).")
+    p.add_argument("--tokens", type=positive, default=16384, help="tokens written (default 16384)")
+    p.add_argument("--slots", type=positive, default=64, help="memory slots n (default 64)")
+    p.add_argument("--dim", type=positive, default=64, help="key and value dimension d (default 64)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the keys, values and W_phi (default 0)")
+    args = p.parse_args(argv)
+    if args.seed < 0:
+        p.error(f"argument --seed: a seed is >= 0, got {args.seed}")
+    try:
+        import numpy
+    except ImportError:
+        fail(p.prog, "needs numpy: apt-get install python3-numpy (scripts/setup.sh does) and run it with "
+                     "/usr/bin/python3; a pyenv or venv python does not see Debian's packages")
+    np = numpy
+    checkpoints = tuple(t for t in (64, 256, 1024, 4096, 16384) if t < args.tokens) + (args.tokens,)
+    rows = run(n=args.slots, d=args.dim, tokens=args.tokens, checkpoints=checkpoints, seed=args.seed)
     print("| tokens | state format | rel. error of K̃ | rel. error of one read |")
     print("|---:|---|---:|---:|")
     for t, f, ek, eo in rows:
