@@ -8,6 +8,7 @@
 // Sizes: N ∈ {256, 1024, 4096, 16384} spans the softmax crossover (hundreds of tokens) to long
 // contexts; d = dv = 64 is the common head width; n = 64 is the papers' memory size.
 #include <abc/abc.hpp>
+#include <abc/multi_head_attention.hpp>
 
 #include <benchmark/benchmark.h>
 
@@ -201,6 +202,53 @@ void run_softmax(benchmark::State& st, const std::string& form) {
                double(2 * n_tok * kD * Index(sizeof(float))));
 }
 
+// Cross attention against a source of N tokens (st.range(0)), one target token per iteration:
+// "read" builds the source's memory once, outside the timing, and reads it (O(n · d) per token);
+// "forward" is what a decoder without a memory pays, the whole source rebuilt for each token.
+template <class C>
+void run_cross(benchmark::State& st, const C& control, const std::string& form) {
+  const abc::BoundedAttention<C> attn{control};
+  const Index n_src = st.range(0), targets = 1000;
+  const Inputs src(n_src), tgt(targets);
+  const auto memory = attn.memory(src.k, src.v);
+  Mat out(1, kD);
+  Index t = 0;
+  for (auto _ : st) {
+    if (form == "read")
+      attn.read_into(memory, tgt.q.row(t), out);
+    else
+      attn.forward_into(tgt.q.row(t), src.k, src.v, out);
+    benchmark::DoNotOptimize(out.data());
+    t = (t + 1) % targets;
+  }
+  set_counters(st, 1, 0, double(memory.bytes()));
+}
+
+// A batched decode step of 8 sequences × 16 query heads over 4 key/value heads (GQA), d = 64:
+// "shared" gives each key/value head one memory its 4 query heads read; "per_head" gives every
+// query head a memory of its own (the same control copied). state_bytes: the pool.
+void run_gqa_step(benchmark::State& st, bool shared) {
+  using Mlp = abc::control::Mlp<float>;
+  const Index B = 8, H = 16, kv = 4, n = st.range(1);
+  const abc::MultiHeadAttention<Mlp> mha = shared ? abc::MultiHeadAttention<Mlp>(Mlp(kD, n, 1), H, kv)
+                                                  : abc::MultiHeadAttention<Mlp>(std::vector<Mlp>(H, Mlp(kD, n, 1)), kv);
+  abc::MultiHeadAttention<Mlp>::Pool pool;
+  std::vector<std::uint64_t> ids;
+  for (Index b = 0; b < B; ++b) {
+    ids.push_back(std::uint64_t(b));
+    mha.add(pool, ids.back(), kD, kD);
+  }
+  const Mat q = Mat::Random(B, H * kD), k = Mat::Random(B, kv * kD), v = Mat::Random(B, kv * kD);
+  Mat out(B, H * kD);
+  using In = abc::HeadTensor<const float>;
+  for (auto _ : st) {
+    mha.forward_causal(pool, ids, In::bshd(q.data(), B, 1, H, kD), In::bshd(k.data(), B, 1, kv, kD),
+                       In::bshd(v.data(), B, 1, kv, kD), abc::HeadTensor<float>::bshd(out.data(), B, 1, H, kD));
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_counters(st, double(B), 0, double(pool.bytes()));
+}
+
 // Gaussian RFA with D random features on normalised inputs (the maps' default), σ = 1.6 (inverse
 // temperature s² ≈ 2.6).
 abc::control::RandomFeature<float> rfa(Index D) {
@@ -278,6 +326,21 @@ void register_all() {
         for (Index slots : c.sweep ? std::vector<Index>{16, 64, 256} : std::vector<Index>{64}) b->Args({n, slots});
       b->Unit(form == "step" ? benchmark::kNanosecond : benchmark::kMicrosecond);
     }
+  // Cross attention, 1 target token per iteration against an N-token source (n = 64).
+  for (const std::string form : {"read", "forward"}) {
+    auto* b = benchmark::RegisterBenchmark(("cross/mlp/" + form).c_str(), [form](benchmark::State& st) {
+      run_cross(st, abc::control::Mlp<float>(kD, slots(st), 1), form);
+    });
+    for (Index n : lengths) b->Args({n, 64});
+    b->Unit(benchmark::kNanosecond);
+  }
+  // Grouped-query decode: one memory per key/value head against one per query head.
+  for (const bool shared : {true, false}) {
+    auto* b = benchmark::RegisterBenchmark(shared ? "gqa/mlp/step_shared" : "gqa/mlp/step_per_head",
+                                           [shared](benchmark::State& st) { run_gqa_step(st, shared); });
+    b->Args({1, 64});
+    b->Unit(benchmark::kMicrosecond);
+  }
   // The chunk size C (abc::Options::chunk) of the chunked causal kernel at N = 4096 and each n:
   // the measurement behind the default. Names: chunk/<control>/forward_causal/<N>/<n>/<C>.
   for (const std::string name : {"mlp", "rfa"})

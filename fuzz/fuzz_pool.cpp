@@ -1,20 +1,24 @@
 // SPDX-License-Identifier: MIT
 // abc fuzz: MultiHeadAttention, its decode Pool and HeadTensor with fuzz-chosen layouts (bshd, bhsd,
 // packed; lengths and offsets that may be negative or inconsistent), head counts (GQA), shared or
-// per-head controls, and a sequence of pool operations (add, continue by one or many tokens with
-// ids that may repeat or be unknown, reset, drop). Built twice: fuzz_pool, and fuzz_pool_omp with
+// per-memory controls (per key/value head: its query heads share one memory; or per query head), a
+// control input (none, shared, per memory), and a sequence of pool operations (add, continue by one
+// or many tokens with ids that may repeat or be unknown, reset, drop, cross memories built and
+// read). Built twice: fuzz_pool, and fuzz_pool_omp with
 // ABC_WITH_OPENMP (the pairs on threads). Invariants (trap on violation, besides any sanitizer
 // report):
 //  - only abc::shape_error / abc::config_error escape any call (never from a parallel region);
 //  - validate() returns Status::ok exactly when the matching call does not throw;
 //  - a call that throws leaves every pool state and the output buffer bit-identical;
 //  - a successful call equals the same per-head BoundedAttention calls (step or forward_causal,
-//    forward) bit for bit, a zero's sign aside; the states they leave, bit for bit.
+//    forward) bit for bit, a zero's sign aside; the states they leave, bit for bit (with a shared
+//    control input, projected once for all memories: finite outputs for finite inputs).
 #include <abc/abc.hpp>
 #include <abc/multi_head_attention.hpp>
 
 #include "fuzz.hpp"
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <algorithm>
@@ -123,21 +127,33 @@ Tensor<T> make_tensor(Reader& in, const Layout& l, Index heads, Index dim) {
   return t;
 }
 
+// The single-head reference of memory m for sequence b: its control input (x's head m, the
+// shared x, or none).
+template <class A, class T>
+abc::Matrix<T> want_forward(const A& a, bool causal, const abc::HeadTensor<const T>& q, Index h,
+                            const abc::HeadTensor<const T>& k, const abc::HeadTensor<const T>& v, Index g,
+                            const std::optional<abc::HeadTensor<const T>>& x, Index xm, Index b) {
+  if (x)
+    return causal ? a.forward_causal(q.head(b, h), k.head(b, g), v.head(b, g), x->head(b, xm))
+                  : a.forward(q.head(b, h), k.head(b, g), v.head(b, g), x->head(b, xm));
+  return causal ? a.forward_causal(q.head(b, h), k.head(b, g), v.head(b, g)) : a.forward(q.head(b, h), k.head(b, g), v.head(b, g));
+}
+
 template <class Control>
-void run(Reader& in, const std::vector<Control>& controls, Index kv_heads, Index d, Index dv) {
+void run(Reader& in, const std::vector<Control>& controls, Index heads, Index kv_heads, Index d, Index dv, bool reads_x) {
   using T = typename Control::scalar_type;
   using Mha = abc::MultiHeadAttention<Control>;
   std::optional<Mha> made;
-  if (throws([&] { made.emplace(controls, kv_heads); })) return;
+  if (throws([&] { made.emplace(controls, heads, kv_heads); })) return;
   const Mha& mha = *made;
-  const Index H = mha.heads();
+  const Index H = mha.heads(), M = mha.memories();
   typename Mha::Pool pool;
   std::map<std::uint64_t, bool> known;
   const int ops = in.byte() % 12;
   for (int op = 0; op < ops; ++op) {
     const std::uint8_t what = in.byte();
     const std::uint64_t id = in.byte() % 6;
-    switch (what % 6) {
+    switch (what % 7) {
       case 0: {  // add (twice is an error)
         const Index dd = (what & 0x40) ? d + 1 : d;
         const bool t = throws([&] { mha.add(pool, id, dd, dv); });
@@ -151,7 +167,7 @@ void run(Reader& in, const std::vector<Control>& controls, Index kv_heads, Index
         ABC_FUZZ_REQUIRE(t == (known.count(id) == 0));
         break;
       }
-      default: {  // continue a batch of sequences (ids may repeat or be unknown), or a stateless call
+      default: {  // continue a batch of sequences (ids may repeat or be unknown), a stateless call, or a cross memory
         const Index batch = in.index(0, 3);
         std::vector<std::uint64_t> ids;
         for (Index b = 0; b < batch; ++b) ids.push_back(in.byte() % 6);
@@ -161,57 +177,118 @@ void run(Reader& in, const std::vector<Control>& controls, Index kv_heads, Index
         const Index hq = (what & 0x80) ? H + 1 : H;
         auto q = make_tensor<T>(in, lq, hq, d), k = make_tensor<T>(in, lk, kv_heads, d);
         auto v = make_tensor<T>(in, lk, kv_heads, dv), out = make_tensor<T>(in, lq, H, dv);
-        if (!q.in || !k.in || !v.in || !out.out) break;
+        // The control input: none, shared by all memories, or one per memory (a wrong count sometimes).
+        const int x_mode = reads_x ? in.byte() % 3 : 0;
+        const Index xh = x_mode == 1 ? 1 : M + ((what & 0x20) ? 1 : 0);
+        auto x = x_mode ? make_tensor<T>(in, lk, xh, d) : Tensor<T>{};
+        if (!q.in || !k.in || !v.in || !out.out || (x_mode && !x.in)) break;
+        const abc::HeadTensor<const T>* xp = x_mode ? &*x.in : nullptr;
+        // A shared x is projected once for all memories: equal to the per-memory calls to rounding
+        // only, so those results are checked for finiteness, not bits.
+        const bool exact = x_mode != 1;
+        const auto x_of = [&](Index m) { return x_mode == 1 ? Index(0) : m; };
         const std::vector<T> out_before = out.data;
-        const int form = what % 6 - 3;  // 0: pooled, 1: forward, 2: forward_causal
-        if (form == 0) {
-          std::map<std::uint64_t, std::vector<abc::State<T>>> before;
-          for (const auto& kv : known) before[kv.first] = pool.states(kv.first);
-          const abc::Status st = mha.validate(pool, ids, *q.in, *k.in, *v.in, *out.out);
-          const bool t = throws([&] { mha.forward_causal(pool, ids, *q.in, *k.in, *v.in, *out.out); });
-          ABC_FUZZ_REQUIRE((st == abc::Status::ok) == !t);
-          if (t) {
-            ABC_FUZZ_REQUIRE(same_bits(out.data, out_before));
-            for (const auto& kv : before)
-              for (Index h = 0; h < H; ++h)
-                ABC_FUZZ_REQUIRE(same_bits(pool.states(kv.first)[std::size_t(h)], kv.second[std::size_t(h)]));
-            break;
-          }
-          // Each sequence and head equals its own single-head call from the state it had.
+        const int form = what % 7 - 3;  // 0: pooled, 1: forward, 2: forward_causal, 3: cross memory
+        std::map<std::uint64_t, std::vector<abc::State<T>>> before;
+        for (const auto& kv : known) before[kv.first] = pool.states(kv.first);
+        const auto unchanged = [&] {
+          ABC_FUZZ_REQUIRE(same_bits(out.data, out_before));
+          ABC_FUZZ_REQUIRE(pool.size() == before.size());
+          for (const auto& kv : before)
+            for (Index m = 0; m < M; ++m)
+              ABC_FUZZ_REQUIRE(same_bits(pool.states(kv.first)[std::size_t(m)], kv.second[std::size_t(m)]));
+        };
+        // Every head's output against its memory's single-head forward or forward_causal.
+        const auto equals_per_head = [&](bool causal) {
           for (Index b = 0; b < batch; ++b)
             for (Index h = 0; h < H; ++h) {
-              abc::State<T> s = before[ids[std::size_t(b)]][std::size_t(h)];
-              const auto& a = mha.head(h);
-              const Index g = mha.kv_head(h);
-              abc::Matrix<T> want(q.in->length(b), dv);
-              if (q.in->length(b) == 1)
-                want.row(0) = a.step(s, q.in->head(b, h).row(0).transpose(), k.in->head(b, g).row(0).transpose(),
-                                     v.in->head(b, g).row(0).transpose()).transpose();
-              else
-                want = a.forward_causal(s, q.in->head(b, h), k.in->head(b, g), v.in->head(b, g));
+              const abc::Matrix<T> want = want_forward(mha.head(h), causal, *q.in, h, *k.in, *v.in, mha.kv_head(h),
+                                                       x.in, x_of(mha.memory_of(h)), b);
               ABC_FUZZ_REQUIRE(same_values(abc::Matrix<T>(out.out->head(b, h)), want));
-              ABC_FUZZ_REQUIRE(same_bits(pool.states(ids[std::size_t(b)])[std::size_t(h)], s));
             }
-        } else {
-          const bool causal = form == 2;
-          const abc::Status st = causal ? mha.validate_causal(*q.in, *k.in, *v.in, *out.out)
-                                        : mha.validate(*q.in, *k.in, *v.in, *out.out);
+        };
+        const auto finite = [&] {  // the call succeeded, so every input was finite
+          for (Index b = 0; b < batch; ++b)
+            for (Index h = 0; h < H; ++h) ABC_FUZZ_REQUIRE(abc::Matrix<T>(out.out->head(b, h)).allFinite());
+        };
+        if (form == 0) {
+          const abc::Status st = xp ? mha.validate(pool, ids, *q.in, *k.in, *v.in, *xp, *out.out)
+                                    : mha.validate(pool, ids, *q.in, *k.in, *v.in, *out.out);
           const bool t = throws([&] {
-            causal ? mha.forward_causal(*q.in, *k.in, *v.in, *out.out) : mha.forward(*q.in, *k.in, *v.in, *out.out);
+            xp ? mha.forward_causal(pool, ids, *q.in, *k.in, *v.in, *xp, *out.out)
+               : mha.forward_causal(pool, ids, *q.in, *k.in, *v.in, *out.out);
           });
           ABC_FUZZ_REQUIRE((st == abc::Status::ok) == !t);
           if (t) {
+            unchanged();
+            break;
+          }
+          if (!exact) break;
+          // Each sequence and head equals its own single-head call from the state it had; each
+          // memory ends as that call leaves it.
+          for (Index b = 0; b < batch; ++b)
+            for (Index h = 0; h < H; ++h) {
+              const Index m = mha.memory_of(h), g = mha.kv_head(h);
+              abc::State<T> s = before[ids[std::size_t(b)]][std::size_t(m)];
+              const auto& a = mha.head(h);
+              abc::Matrix<T> want(q.in->length(b), dv);
+              if (q.in->length(b) == 1) {
+                if (xp)
+                  want.row(0) = a.step(s, q.in->head(b, h).row(0).transpose(), k.in->head(b, g).row(0).transpose(),
+                                       v.in->head(b, g).row(0).transpose(), xp->head(b, x_of(m)).row(0).transpose())
+                                    .transpose();
+                else
+                  want.row(0) = a.step(s, q.in->head(b, h).row(0).transpose(), k.in->head(b, g).row(0).transpose(),
+                                       v.in->head(b, g).row(0).transpose())
+                                    .transpose();
+              } else {
+                want = xp ? a.forward_causal(s, q.in->head(b, h), k.in->head(b, g), v.in->head(b, g), xp->head(b, x_of(m)))
+                          : a.forward_causal(s, q.in->head(b, h), k.in->head(b, g), v.in->head(b, g));
+              }
+              ABC_FUZZ_REQUIRE(same_values(abc::Matrix<T>(out.out->head(b, h)), want));
+              ABC_FUZZ_REQUIRE(same_bits(pool.states(ids[std::size_t(b)])[std::size_t(m)], s));
+            }
+        } else if (form == 3) {  // a cross memory per sequence, then the queries read it
+          const bool t = throws([&] {
+            xp ? mha.add_memory(pool, ids, *k.in, *v.in, *xp) : mha.add_memory(pool, ids, *k.in, *v.in);
+          });
+          if (t) {
+            unchanged();
+            break;
+          }
+          for (auto i : ids) known[i] = true;
+          const bool r = throws([&] { mha.read(pool, ids, *q.in, *out.out); });
+          if (r) {
             ABC_FUZZ_REQUIRE(same_bits(out.data, out_before));
             break;
           }
-          for (Index b = 0; b < batch; ++b)
-            for (Index h = 0; h < H; ++h) {
-              const auto& a = mha.head(h);
-              const Index g = mha.kv_head(h);
-              const abc::Matrix<T> want = causal ? a.forward_causal(q.in->head(b, h), k.in->head(b, g), v.in->head(b, g))
-                                                 : a.forward(q.in->head(b, h), k.in->head(b, g), v.in->head(b, g));
-              ABC_FUZZ_REQUIRE(same_values(abc::Matrix<T>(out.out->head(b, h)), want));
-            }
+          if (!exact) {
+            finite();
+            break;
+          }
+          equals_per_head(false);
+        } else {
+          const bool causal = form == 2;
+          const abc::Status st = xp ? (causal ? mha.validate_causal(*q.in, *k.in, *v.in, *xp, *out.out)
+                                              : mha.validate(*q.in, *k.in, *v.in, *xp, *out.out))
+                                    : (causal ? mha.validate_causal(*q.in, *k.in, *v.in, *out.out)
+                                              : mha.validate(*q.in, *k.in, *v.in, *out.out));
+          const bool t = throws([&] {
+            if (xp)
+              causal ? mha.forward_causal(*q.in, *k.in, *v.in, *xp, *out.out) : mha.forward(*q.in, *k.in, *v.in, *xp, *out.out);
+            else
+              causal ? mha.forward_causal(*q.in, *k.in, *v.in, *out.out) : mha.forward(*q.in, *k.in, *v.in, *out.out);
+          });
+          ABC_FUZZ_REQUIRE((st == abc::Status::ok) == !t);
+          if (t) {
+            unchanged();
+            break;
+          }
+          if (!exact) {
+            finite();
+            break;
+          }
+          equals_per_head(causal);
         }
       }
     }
@@ -222,16 +299,18 @@ template <class T>
 void fuzz(Reader& in) {
   const Index heads = in.index(0, 4), kv = in.index(0, 4), n = in.index(1, 6), d = in.index(1, 5), dv = in.index(1, 5);
   const std::uint8_t kind = in.byte();
+  // Controls per key/value head (their query heads share a memory) or per query head.
+  const Index count = (kind & 2) ? kv : heads;
   if (kind & 1) {  // one window shared by all heads
-    run(in, std::vector<abc::control::SlidingWindow<T>>(std::size_t(heads), abc::control::SlidingWindow<T>{n}), kv, d,
-        dv);
-  } else {  // ABC-MLP with per-head W_φ [n × d], reading the keys
+    run(in, std::vector<abc::control::SlidingWindow<T>>(std::size_t(std::max<Index>(count, 0)), abc::control::SlidingWindow<T>{n}),
+        heads, kv, d, dv, false);
+  } else {  // ABC-MLP with W_φ [n × d] per memory, reading the keys or a control input of width d
     std::vector<abc::control::Mlp<T>> c;
-    for (Index h = 0; h < heads; ++h) {
+    for (Index h = 0; h < count; ++h) {
       const abc::Matrix<T> w = in.matrix<T>(n, d);
       if (throws([&] { c.emplace_back(w); })) return;  // a non-finite weight: refused by name
     }
-    run(in, c, kv, d, dv);
+    run(in, c, heads, kv, d, dv, true);
   }
 }
 

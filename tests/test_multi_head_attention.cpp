@@ -112,6 +112,8 @@ TEMPLATE_TEST_CASE("the decode pool gives the same outputs as independent states
   mha.add(pool, 30, d, dv);
   REQUIRE(pool.size() == 3);
   REQUIRE_THROWS_AS(mha.add(pool, 20, d, dv), abc::config_error);
+  REQUIRE_THROWS_WITH(mha.add(pool, 20, d, dv),
+                      ABC_CONTAINS("abc::MultiHeadAttention::add: sequence id 20 is already in the pool"));
   // Independent single-head states, one per (sequence, head).
   std::vector<std::vector<abc::State<T>>> solo(3);
   for (auto& s : solo)
@@ -146,14 +148,25 @@ TEMPLATE_TEST_CASE("the decode pool gives the same outputs as independent states
         REQUIRE(abc::Matrix<T>(out.view().head(b, h).row(0).transpose()) == abc::Matrix<T>(want));
       }
   }
-  for (std::size_t b = 0; b < 3; ++b)
-    for (Index h = 0; h < H; ++h) REQUIRE(pool.states(all[b])[std::size_t(h)] == solo[b][std::size_t(h)]);
+  // One shared control over one key/value head: both query heads read one memory, which is what
+  // each head's independent state holds.
+  REQUIRE(mha.memories() == 1);
+  for (std::size_t b = 0; b < 3; ++b) {
+    REQUIRE(pool.states(all[b]).size() == 1);
+    for (Index h = 0; h < H; ++h) REQUIRE(pool.states(all[b])[0] == solo[b][std::size_t(h)]);
+  }
   // A failed batched call (one sequence's keys too narrow) changes no sequence.
   const auto before = pool.states(10);
   Tensor<T> q(2, 1, H, d, false, 1), kbad(2, 1, 1, d - 1, false, 2), v(2, 1, 1, dv, false, 3), out(2, 1, H, dv, false, 0);
   REQUIRE_THROWS_AS(mha.forward_causal(pool, {10, 20}, q.view(), kbad.view(), v.view(), out.out_view()), abc::shape_error);
+  REQUIRE_THROWS_WITH(mha.forward_causal(pool, {10, 20}, q.view(), kbad.view(), v.view(), out.out_view()),
+                      ABC_CONTAINS("abc::MultiHeadAttention::forward_causal: k is [1 x 3], expected [1 x 4] (k.cols() "
+                                   "must equal q.cols())"));
   REQUIRE(pool.states(10) == before);
   REQUIRE_THROWS_AS(mha.forward_causal(pool, {10, 99}, q.view(), kbad.view(), v.view(), out.out_view()), abc::config_error);
+  REQUIRE_THROWS_WITH(mha.forward_causal(pool, {10, 99}, q.view(), kbad.view(), v.view(), out.out_view()),
+                      ABC_CONTAINS("abc::MultiHeadAttention::forward_causal: sequence id 99 is not in the pool (add it "
+                                   "first)"));
   pool.reset(20);
   REQUIRE(pool.states(20)[0].position() == 0);
   pool.drop(20);
@@ -161,6 +174,9 @@ TEMPLATE_TEST_CASE("the decode pool gives the same outputs as independent states
   REQUIRE(pool.size() == 2);
   REQUIRE_THROWS_AS(abc::MultiHeadAttention<abc::control::SlidingWindow<T>>(abc::control::SlidingWindow<T>{2}, 4, 3),
                     abc::config_error);
+  REQUIRE_THROWS_WITH(abc::MultiHeadAttention<abc::control::SlidingWindow<T>>(abc::control::SlidingWindow<T>{2}, 4, 3),
+                      ABC_CONTAINS("abc::MultiHeadAttention: heads % kv_heads is 1, expected 0 (kv_heads must divide "
+                                   "heads)"));
 }
 
 TEMPLATE_TEST_CASE("strided views: q, k, v sliced out of a fused QKV buffer", "[multi_head][strided]", float, double) {

@@ -77,7 +77,7 @@ TEST_CASE("a pool filled by another model is refused, not read out of bounds", "
   REQUIRE_THROWS_AS(four.forward_causal(pool, {1}, view, view, view, HTO::bshd(out.data(), 1, 1, 4, d)),
                     abc::config_error);
   REQUIRE_THROWS_WITH(four.forward_causal(pool, {1}, view, view, view, HTO::bshd(out.data(), 1, 1, 4, d)),
-                      ABC_CONTAINS("pool sequence 1 holds 2 head states, expected 4"));
+                      ABC_CONTAINS("pool sequence 1 holds 2 states, expected 4"));
   REQUIRE(pool.states(1) == before);
   // The pool hands out its states read-only: a caller cannot resize or replace them.
   static_assert(std::is_const<std::remove_reference_t<decltype(pool.states(1))>>::value,
@@ -127,7 +127,7 @@ TEST_CASE("HeadTensor refuses negative and overflowing sizes by name", "[head_te
   REQUIRE_THROWS_WITH(HT::packed(&x, {0, 2}, 2, -2), ABC_CONTAINS("dim is -2"));
   REQUIRE_THROWS_WITH(HT::packed(&x, {0, -2}, 2, 2), ABC_CONTAINS("offsets are non-decreasing"));
   REQUIRE_THROWS_WITH(HT::bshd(&x, 1, 2, 2, 2, {3, 1}), ABC_CONTAINS("lengths.size() is 2, expected 1"));
-  REQUIRE_THROWS_WITH(HT::bshd(&x, 2, 2, 2, 2, {3, 1}), ABC_CONTAINS("a sequence length is 3, expected at most 2"));
+  REQUIRE_THROWS_WITH(HT::bshd(&x, 2, 2, 2, 2, {3, 1}), ABC_CONTAINS("abc::HeadTensor::bshd: lengths[0] is 3, expected at most 2"));
   REQUIRE_THROWS_AS(HT::bshd(&x, big, big, 2, 2), abc::shape_error);
   REQUIRE_THROWS_WITH(HT::bshd(&x, big, big, 2, 2), ABC_CONTAINS("abc::HeadTensor::bshd: the element count overflows"));
   REQUIRE_THROWS_WITH(HT::bhsd(&x, 2, big, big, 2), ABC_CONTAINS("the element count overflows"));

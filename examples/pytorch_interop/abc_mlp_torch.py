@@ -5,10 +5,11 @@ weights, inputs and outputs are exported as .npy files for compare.cpp to check 
 
     python3 abc_mlp_torch.py OUT_DIR
 
-The layer (docs/design.md section 1, normalised ABC-MLP, control input = the head's keys):
+The layer (docs/design.md section 1, normalised ABC-MLP; the control input is the layer input x,
+as in the ABC paper, section 4: every head's W_φ reads the same x):
 
     q, k, v = x W_qᵀ, x W_kᵀ, x W_vᵀ, split into H heads of width d     (no biases)
-    per head: s = k W_φᵀ                            [N × n], slot logits
+    per head: s = x W_φᵀ                            [N × n], slot logits (W_φ [n × d_model])
               non-causal: φ = softmax over the tokens of each column of s
                           K̃ = φᵀ k, Ṽ = φᵀ v     [n × d]; slot ℓ = attention of pseudo-query W_φ[ℓ]
               causal:     query t uses the memory built from tokens 0..t only (the softmax over
@@ -23,7 +24,7 @@ so the float32 files written for C++ hold exactly the values the reference used.
 Files (C order, little-endian, .npy version 1.0):
     x.npy            float32 [B, N, d_model]      the layer input
     w_q/w_k/w_v/w_o  float32 [d_model, d_model]   torch.nn.Linear layout: [out, in], y = x Wᵀ
-    w_phi.npy        float32 [H, n, d]            per-head ABC-MLP control weights
+    w_phi.npy        float32 [H, n, d_model]      per-head ABC-MLP control weights (read x)
     q/k/v.npy        float32 [B, H, N, d]         the per-head projections (C++ recomputes them
                                                   from x and checks; attention uses these files)
     out_causal.npy     float64 [B, N, d_model]    y, causal
@@ -49,8 +50,9 @@ class AbcMlpAttention(torch.nn.Module):
         self.k_proj = torch.nn.Linear(d_model, d_model, bias=False)
         self.v_proj = torch.nn.Linear(d_model, d_model, bias=False)
         self.o_proj = torch.nn.Linear(d_model, d_model, bias=False)
-        # W_φ[h] is [n × d]: entries N(0, 1/d), logits of unit scale for unit-scale keys.
-        self.w_phi = torch.nn.Parameter(torch.randn(heads, slots, self.d) / math.sqrt(self.d))
+        # W_φ[h] is [n × d_model]: it reads the layer input. Entries N(0, 1/d_model): logits of unit
+        # scale for a unit-scale input.
+        self.w_phi = torch.nn.Parameter(torch.randn(heads, slots, d_model) / math.sqrt(d_model))
 
     def project(self, x):
         """x [B, N, d_model] -> q, k, v [B, H, N, d]."""
@@ -61,10 +63,10 @@ class AbcMlpAttention(torch.nn.Module):
 
         return split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x))
 
-    def attend(self, q, k, v, causal: bool):
-        """The ABC-MLP read for every head: q, k, v [B, H, N, d] -> [B, H, N, d]."""
+    def attend(self, x, q, k, v, causal: bool):
+        """The ABC-MLP read for every head: x [B, N, d_model], q, k, v [B, H, N, d] -> [B, H, N, d]."""
         scale = 1.0 / math.sqrt(self.d)
-        s = torch.einsum("bhid,hld->bhli", k, self.w_phi)  # slot logits, [B, H, n, N]
+        s = torch.einsum("bid,hld->bhli", x, self.w_phi)  # slot logits from the layer input, [B, H, n, N]
         if causal:
             n_tok = k.shape[2]
             future = torch.triu(torch.ones(n_tok, n_tok, dtype=torch.bool, device=k.device), 1)
@@ -84,7 +86,7 @@ class AbcMlpAttention(torch.nn.Module):
 
     def forward(self, x, causal: bool):
         q, k, v = self.project(x)
-        o = self.attend(q, k, v, causal)  # [B, H, N, d]
+        o = self.attend(x, q, k, v, causal)  # [B, H, N, d]
         b, _, n_tok, _ = o.shape
         return self.o_proj(o.transpose(1, 2).reshape(b, n_tok, -1))
 

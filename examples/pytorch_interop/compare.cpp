@@ -13,135 +13,27 @@
 // of x are recomputed too, as a check that the layouts agree. Exit status 1 if any difference
 // exceeds 1e-5, 2 on a bad file.
 #include <abc/abc.hpp>
+#include <abc/multi_head_attention.hpp>
+
+#include "../npy.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
-#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace {
 
-// ---- a small .npy reader ------------------------------------------------------------------------
-// Format version 1.0 only: magic "\x93NUMPY", bytes 1 and 0, a little-endian uint16 header length,
-// then a Python dict literal such as {'descr': '<f4', 'fortran_order': False, 'shape': (4, 37), }
-// padded with spaces and a newline, then the data. Reads float32 ('<f4') and float64 ('<f8'),
-// little-endian, C order; anything else is an error that says what the file holds.
+// The .npy files: float32/float64, little-endian, C order, format 1.0 (../npy.hpp, shared with
+// bench/compare --npy).
+using NpyArray = npy::Array;
+using npy::shape_string;
 
-struct NpyArray {
-  std::vector<abc::Index> shape;
-  std::vector<double> data;  // float32 files are widened exactly
-
-  abc::Index size() const noexcept { return static_cast<abc::Index>(data.size()); }
-};
-
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw std::runtime_error(path + ": " + what);
-}
-
-// The position just after `'key':` and any spaces in the header dict.
-std::size_t value_of(const std::string& path, const std::string& header, const std::string& key) {
-  const std::string quoted = "'" + key + "'";
-  std::size_t p = header.find(quoted);
-  if (p == std::string::npos) fail(path, "the .npy header has no " + quoted + " entry: " + header);
-  p = header.find(':', p + quoted.size());
-  if (p == std::string::npos) fail(path, "malformed .npy header: " + header);
-  ++p;
-  while (p < header.size() && header[p] == ' ') ++p;
-  return p;
-}
-
-NpyArray read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "cannot open");
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(bytes[i]); };
-
-  static const char magic[] = "\x93NUMPY";
-  if (bytes.size() < 10 || std::memcmp(bytes.data(), magic, 6) != 0) fail(path, "not a .npy file");
-  if (byte(6) != 1 || byte(7) != 0)
-    fail(path, "unsupported .npy format version " + std::to_string(byte(6)) + "." + std::to_string(byte(7)) +
-                   " (only 1.0 is read; numpy writes 1.0 unless the header exceeds 64 KiB)");
-  const std::size_t header_len = byte(8) | (std::size_t(byte(9)) << 8);
-  if (bytes.size() < 10 + header_len) fail(path, "truncated .npy header");
-  std::string header(bytes.data() + 10, header_len);
-  header.erase(header.find_last_not_of(" \n") + 1);  // the padding, kept out of messages
-
-  // 'descr': a quoted string such as '<f4'
-  std::size_t p = value_of(path, header, "descr");
-  if (p >= header.size() || header[p] != '\'') fail(path, "malformed 'descr' in header: " + header);
-  const std::size_t end = header.find('\'', p + 1);
-  if (end == std::string::npos) fail(path, "malformed 'descr' in header: " + header);
-  const std::string descr = header.substr(p + 1, end - p - 1);
-  std::size_t item = 0;
-  if (descr == "<f4")
-    item = 4;
-  else if (descr == "<f8")
-    item = 8;
-  else
-    fail(path, "unsupported dtype '" + descr +
-                   "': only little-endian float32 ('<f4') and float64 ('<f8') are read");
-
-  // 'fortran_order': True / False
-  p = value_of(path, header, "fortran_order");
-  if (header.compare(p, 5, "False") != 0)
-    fail(path, "Fortran-order (column-major) arrays are not read; save a C-contiguous array "
-               "(numpy.ascontiguousarray)");
-
-  // 'shape': a tuple of integers, () for a scalar, (n,) for one dimension
-  p = value_of(path, header, "shape");
-  if (p >= header.size() || header[p] != '(') fail(path, "malformed 'shape' in header: " + header);
-  const std::size_t close = header.find(')', p);
-  if (close == std::string::npos) fail(path, "malformed 'shape' in header: " + header);
-  NpyArray a;
-  std::size_t count = 1;
-  for (std::size_t i = p + 1; i < close;) {
-    if (header[i] == ' ' || header[i] == ',') {
-      ++i;
-      continue;
-    }
-    if (header[i] < '0' || header[i] > '9') fail(path, "malformed 'shape' in header: " + header);
-    std::size_t dim = 0;
-    for (; i < close && header[i] >= '0' && header[i] <= '9'; ++i)
-      dim = dim * 10 + static_cast<std::size_t>(header[i] - '0');
-    a.shape.push_back(static_cast<abc::Index>(dim));
-    count *= dim;
-  }
-
-  const std::size_t offset = 10 + header_len;
-  if (bytes.size() - offset != count * item)
-    fail(path, "holds " + std::to_string(bytes.size() - offset) + " data bytes, but its header (" + header +
-                   ") says " + std::to_string(count * item));
-  const std::uint16_t probe = 1;
-  unsigned char first = 0;
-  std::memcpy(&first, &probe, 1);
-  if (first != 1) fail(path, "this reader assumes a little-endian host");
-
-  a.data.resize(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    const char* src = bytes.data() + offset + i * item;
-    if (item == 4) {
-      float f;
-      std::memcpy(&f, src, 4);
-      a.data[i] = f;
-    } else {
-      std::memcpy(&a.data[i], src, 8);
-    }
-  }
-  return a;
-}
-
-std::string shape_string(const std::vector<abc::Index>& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
+NpyArray read_npy(const std::string& path) { return npy::read(path); }
 
 void expect_shape(const std::string& name, const NpyArray& a, const std::vector<abc::Index>& want) {
   if (a.shape != want)
@@ -181,10 +73,12 @@ int main(int argc, char** argv) {
   try {
     const NpyArray x = load("x"), w_phi = load("w_phi");
     if (x.shape.size() != 3) throw std::runtime_error("x.npy: expected [B, N, d_model], got " + shape_string(x.shape));
-    if (w_phi.shape.size() != 3) throw std::runtime_error("w_phi.npy: expected [H, n, d], got " + shape_string(w_phi.shape));
+    if (w_phi.shape.size() != 3) throw std::runtime_error("w_phi.npy: expected [H, n, d_model], got " + shape_string(w_phi.shape));
     const abc::Index B = x.shape[0], N = x.shape[1], D = x.shape[2];
-    const abc::Index H = w_phi.shape[0], n = w_phi.shape[1], d = w_phi.shape[2];
-    if (H * d != D) throw std::runtime_error("w_phi.npy: H·d = " + std::to_string(H * d) + " != d_model = " + std::to_string(D));
+    const abc::Index H = w_phi.shape[0], n = w_phi.shape[1];
+    if (D % H != 0) throw std::runtime_error("x.npy: d_model = " + std::to_string(D) + " is not a multiple of H = " + std::to_string(H));
+    const abc::Index d = D / H;
+    expect_shape("w_phi", w_phi, {H, n, D});
 
     NpyArray w[4] = {load("w_q"), load("w_k"), load("w_v"), load("w_o")};
     NpyArray qkv[3] = {load("q"), load("k"), load("v")};
@@ -198,39 +92,58 @@ int main(int argc, char** argv) {
     expect_shape("out_step", ref_step, {B, N, D});
 
     std::cout << "abc vs PyTorch ABC-MLP: B=" << B << " N=" << N << " d_model=" << D << " H=" << H << " d=" << d
-              << " n=" << n << '\n';
+              << " n=" << n << ", W_phi reading the layer input\n";
+
+    // The projections, recomputed from x: torch.nn.Linear stores W as [out, in], y = x Wᵀ.
+    double diff_proj = 0;
+    for (abc::Index b = 0; b < B; ++b)
+      for (abc::Index h = 0; h < H; ++h)
+        for (int i = 0; i < 3; ++i) {
+          const abc::Matrix<float> proj = block(x, b * N * D, N, D) * block(w[i], 0, D, D).middleRows(h * d, d).transpose();
+          diff_proj = worst(diff_proj, max_abs_diff(proj, qkv[i], (b * H + h) * N * d));
+        }
+
+    // One multi-head layer: a control per head (its own W_φ [n × d_model]), all reading the same
+    // layer input x, so the slot logits of every head are one product x [W_φ¹; …; W_φᴴ]ᵀ.
+    std::vector<abc::control::Mlp<float>> controls;
+    for (abc::Index h = 0; h < H; ++h) controls.emplace_back(block(w_phi, h * n * D, n, D));
+    const abc::MultiHeadAttention<abc::control::Mlp<float>> mha(controls, H, H);
+    // q, k, v as the files hold them, [B, H, N, d]; x [B, N, d_model] as one shared input head.
+    const auto floats = [](const NpyArray& a) { return std::vector<float>(a.data.begin(), a.data.end()); };
+    const std::vector<float> qf = floats(qkv[0]), kf = floats(qkv[1]), vf = floats(qkv[2]), xf = floats(x);
+    using In = abc::HeadTensor<const float>;
+    using Out = abc::HeadTensor<float>;
+    const In q = In::bhsd(qf.data(), B, H, N, d), k = In::bhsd(kf.data(), B, H, N, d), v = In::bhsd(vf.data(), B, H, N, d);
+    const In xs = In::bshd(xf.data(), B, N, 1, D);
+    // Outputs [B, N, H, d]: each token's heads side by side, the concatenation W_o reads.
+    std::vector<float> causal(std::size_t(B * N * D)), noncausal(causal.size()), stepped(causal.size());
+    mha.forward_causal(q, k, v, xs, Out::bshd(causal.data(), B, N, H, d));
+    mha.forward(q, k, v, xs, Out::bshd(noncausal.data(), B, N, H, d));
+    // Decoding: every sequence of the batch one token per call, through the pool.
+    abc::MultiHeadAttention<abc::control::Mlp<float>>::Pool pool;
+    std::vector<std::uint64_t> ids;
+    for (abc::Index b = 0; b < B; ++b) {
+      ids.push_back(std::uint64_t(b));
+      mha.add(pool, ids.back(), d, d);
+    }
+    for (abc::Index t = 0; t < N; ++t) {
+      // Token t of every sequence: strided views into the same buffers (no copy).
+      const auto token = [&](const std::vector<float>& data) {
+        return In::strided(data.data() + t * d, B, 1, H, d, H * N * d, d, N * d);
+      };
+      mha.forward_causal(pool, ids, token(qf), token(kf), token(vf), In::strided(xf.data() + t * D, B, 1, 1, D, N * D, D, D),
+                         Out::strided(stepped.data() + t * D, B, 1, H, d, N * D, D, d));
+    }
 
     const abc::Matrix<float> w_o = block(w[3], 0, D, D);
-    double diff_proj = 0, diff_causal = 0, diff_noncausal = 0, diff_step = 0;
+    double diff_causal = 0, diff_noncausal = 0, diff_step = 0;
     for (abc::Index b = 0; b < B; ++b) {
-      const abc::Matrix<float> xb = block(x, b * N * D, N, D);
-      abc::Matrix<float> heads_causal(N, D), heads_noncausal(N, D), heads_step(N, D);
-      for (abc::Index h = 0; h < H; ++h) {
-        const abc::Index at = (b * H + h) * N * d;  // q[b, h] is a contiguous [N × d] block
-        const abc::Matrix<float> q = block(qkv[0], at, N, d), k = block(qkv[1], at, N, d),
-                                 v = block(qkv[2], at, N, d);
-
-        // The projections, recomputed from x: torch.nn.Linear stores W as [out, in], y = x Wᵀ.
-        for (int i = 0; i < 3; ++i) {
-          const abc::Matrix<float> wi = block(w[i], 0, D, D);
-          const abc::Matrix<float> proj = xb * wi.middleRows(h * d, d).transpose();
-          diff_proj = worst(diff_proj, max_abs_diff(proj, qkv[i], at));
-        }
-
-        const abc::BoundedAttention attn{abc::control::Mlp<float>(block(w_phi, h * n * d, n, d))};
-        heads_causal.middleCols(h * d, d) = attn.forward_causal(q, k, v);
-        heads_noncausal.middleCols(h * d, d) = attn.forward(q, k, v);
-        auto state = attn.make_state(d, d);
-        abc::Vector<float> out(d);
-        for (abc::Index t = 0; t < N; ++t) {
-          attn.step_into(state, q.row(t), k.row(t), v.row(t), out);
-          heads_step.block(t, h * d, 1, d) = out.transpose();
-        }
-      }
-      // Concatenated heads times W_oᵀ, as the layer does.
-      diff_causal = worst(diff_causal, max_abs_diff(heads_causal * w_o.transpose(), ref_causal, b * N * D));
-      diff_noncausal = worst(diff_noncausal, max_abs_diff(heads_noncausal * w_o.transpose(), ref_noncausal, b * N * D));
-      diff_step = worst(diff_step, max_abs_diff(heads_step * w_o.transpose(), ref_step, b * N * D));
+      const auto rows = [&](const std::vector<float>& o) {
+        return Eigen::Map<const abc::Matrix<float>>(o.data() + b * N * D, N, D) * w_o.transpose();
+      };
+      diff_causal = worst(diff_causal, max_abs_diff(rows(causal), ref_causal, b * N * D));
+      diff_noncausal = worst(diff_noncausal, max_abs_diff(rows(noncausal), ref_noncausal, b * N * D));
+      diff_step = worst(diff_step, max_abs_diff(rows(stepped), ref_step, b * N * D));
     }
 
     const double tol = 1e-5;
@@ -238,13 +151,13 @@ int main(int argc, char** argv) {
     const auto report = [&](const char* kind, double diff) {
       const bool pass = diff <= tol;
       ok = ok && pass;
-      std::cout << "  " << std::left << std::setw(28) << kind << "max |abc - torch| = " << std::scientific
+      std::cout << "  " << std::left << std::setw(34) << kind << "max |abc - torch| = " << std::scientific
                 << std::setprecision(3) << diff << (pass ? "  ok" : "  FAIL (tolerance 1e-5)") << '\n';
     };
     report("q/k/v projections (x W^T)", diff_proj);
     report("forward_causal", diff_causal);
     report("forward (non-causal)", diff_noncausal);
-    report("step loop", diff_step);
+    report("pool decode, one token per call", diff_step);
     std::cout << (ok ? "all within 1e-5 (float)\n" : "difference above 1e-5\n");
     return ok ? 0 : 1;
   } catch (const std::exception& e) {

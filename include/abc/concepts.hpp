@@ -49,6 +49,12 @@
 //                                     // step (empty Problem: it can); reported as config_error
 //   static constexpr bool has_decay_all;  // sparse: false when decay_all is always 1 (default:
 //                                     // has_decay); lets Concat stay sparse (one decay_all only)
+//   const Matrix<T>& input_projection() const;  // dense: W [m × d_x], when the schedule reads x only
+//   void schedule_projected(Index t0, MatrixRef<T> logits, MatrixOut<T> norm, MatrixOut<T> decay,
+//                           MatrixOut<T> write) const;  // through logits = x Wᵀ [rows × m]: the
+//                                     // schedule of given logits. Multi-head calls with one control
+//                                     // input shared by all heads then form every head's logits as
+//                                     // one product (ABC-MLP's W_φ)
 //   static constexpr bool stores_tokens;  // sparse: true when each write stores one token as it is,
 //                                     // alone in its slot, and no per-slot state depends on the
 //                                     // writes; lets Concat count a token once (default: false)
@@ -169,6 +175,17 @@ struct has_noncausal_form<
     C, std::enable_if_t<std::is_same<decltype(std::declval<const C&>().noncausal_form(
                                          std::declval<MatrixRef<typename C::scalar_type>>())),
                                      C>::value>> : std::true_type {};
+
+template <class C, class = void>
+struct has_input_projection : std::false_type {};
+template <class C>
+struct has_input_projection<
+    C, std::void_t<decltype(std::declval<const C&>().input_projection().rows()),
+                   decltype(std::declval<const C&>().schedule_projected(
+                       Index{}, std::declval<MatrixRef<typename C::scalar_type>>(),
+                       std::declval<MatrixOut<typename C::scalar_type>>(),
+                       std::declval<MatrixOut<typename C::scalar_type>>(),
+                       std::declval<MatrixOut<typename C::scalar_type>>()))>> : std::true_type {};
 
 template <class C, class = void>
 struct has_read_range : std::false_type {};

@@ -40,13 +40,14 @@ class HeadTensor {
     constexpr const char* who = "abc::HeadTensor::bshd";
     require_sizes(who, batch, seq, heads, dim);
     return HeadTensor(data, heads, dim, heads * dim, dim, starts(batch, seq * heads * dim),
-                      fill_lengths(batch, seq, std::move(lengths)));
+                      fill_lengths(who, batch, seq, std::move(lengths)));
   }
   /// [batch, heads, seq, dim], contiguous.
   static HeadTensor bhsd(T* data, Index batch, Index heads, Index seq, Index dim, std::vector<Index> lengths = {}) {
-    require_sizes("abc::HeadTensor::bhsd", batch, seq, heads, dim);
+    constexpr const char* who = "abc::HeadTensor::bhsd";
+    require_sizes(who, batch, seq, heads, dim);
     return HeadTensor(data, heads, dim, dim, seq * dim, starts(batch, heads * seq * dim),
-                      fill_lengths(batch, seq, std::move(lengths)));
+                      fill_lengths(who, batch, seq, std::move(lengths)));
   }
   /// Any strides (in elements; features contiguous): element (b, s, h, j) at
   /// data[b·batch_stride + s·seq_stride + h·head_stride + j]. For example q, k and v sliced out of
@@ -71,7 +72,7 @@ class HeadTensor {
           detail::checked_add(far, c, far) && detail::checked_add(far, dim, far)))
       overflow(who);
     return HeadTensor(data, heads, dim, seq_stride, head_stride, starts(batch, batch_stride),
-                      fill_lengths(batch, seq, std::move(lengths)));
+                      fill_lengths(who, batch, seq, std::move(lengths)));
   }
   /// [total, heads, dim] with sequence b at rows offsets[b] .. offsets[b + 1] − 1 (offsets has
   /// batch + 1 entries, non-decreasing, from 0).
@@ -79,16 +80,18 @@ class HeadTensor {
     constexpr const char* who = "abc::HeadTensor::packed";
     require_nonnegative(who, "heads", heads);
     require_nonnegative(who, "dim", dim);
-    if (offsets.empty() || offsets.front() != 0)
-      detail::raise("abc::HeadTensor::packed", detail::value_problem(Status::shape_mismatch, "offsets.front()",
-                                                                       offsets.empty() ? -1 : offsets.front(), "", 0,
-                                                                       "offsets start at 0 and have batch + 1 entries"));
+    if (offsets.empty())
+      detail::raise(who, detail::value_problem(Status::shape_mismatch, "offsets.size()", 0, "at least ", 1,
+                                               "offsets have batch + 1 entries, from 0"));
+    if (offsets.front() != 0)
+      detail::raise(who, detail::value_problem(Status::shape_mismatch, "offsets.front()", offsets.front(), "", 0,
+                                               "sequence 0 starts at row 0"));
     std::vector<Index> st, len;
     for (std::size_t b = 0; b + 1 < offsets.size(); ++b) {
-      if (offsets[b + 1] < offsets[b])
-        detail::raise("abc::HeadTensor::packed",
-                      detail::value_problem(Status::shape_mismatch, "offsets[b + 1] − offsets[b]", offsets[b + 1] - offsets[b],
-                                            "at least ", 0, "offsets are non-decreasing"));
+      if (offsets[b + 1] < offsets[b])  // names the entry: a long offsets list is not searched by hand
+        ABC_THROW(shape_error(std::string(who) + ": offsets[" + std::to_string(b + 1) + "] is " +
+                              std::to_string(offsets[b + 1]) + ", expected at least " + std::to_string(offsets[b]) +
+                              " (offsets[" + std::to_string(b) + "]: offsets are non-decreasing)"));
       len.push_back(offsets[b + 1] - offsets[b]);
     }
     Index row = 0, total = 0;  // the element count: offsets.back() rows of heads × dim
@@ -146,15 +149,19 @@ class HeadTensor {
     for (Index b = 0; b < batch; ++b) s.push_back(b * batch_stride);
     return s;
   }
-  static std::vector<Index> fill_lengths(Index batch, Index seq, std::vector<Index> lengths) {
+  static std::vector<Index> fill_lengths(const char* who, Index batch, Index seq, std::vector<Index> lengths) {
     if (lengths.empty()) return std::vector<Index>(std::size_t(batch), seq);
     if (Index(lengths.size()) != batch)
-      detail::raise("abc::HeadTensor", detail::value_problem(Status::shape_mismatch, "lengths.size()", Index(lengths.size()),
-                                                             "", batch, "one length per sequence"));
-    for (Index l : lengths)
-      if (l < 0 || l > seq)
-        detail::raise("abc::HeadTensor", detail::value_problem(Status::shape_mismatch, "a sequence length", l, "at most ",
-                                                               seq, "lengths are within the padded length"));
+      detail::raise(who, detail::value_problem(Status::shape_mismatch, "lengths.size()", Index(lengths.size()), "",
+                                               batch, "one length per sequence"));
+    // The entry is named, and the bound it breaks: a negative length is not "at most seq".
+    for (std::size_t b = 0; b < lengths.size(); ++b)
+      if (lengths[b] < 0 || lengths[b] > seq)
+        ABC_THROW(shape_error(std::string(who) + ": lengths[" + std::to_string(b) + "] is " +
+                              std::to_string(lengths[b]) + ", expected " +
+                              (lengths[b] < 0 ? std::string("at least 0 (a sequence length)")
+                                              : "at most " + std::to_string(seq) +
+                                                    " (seq: lengths are within the padded length)")));
     return lengths;
   }
 

@@ -24,37 +24,56 @@ namespace abc {
  * Inputs are HeadTensor views: q [batch, seq_q, heads, d], k [batch, seq_k, kv_heads, d],
  * v [batch, seq_k, kv_heads, dv], out [batch, seq_q, heads, dv], in any of the bshd, bhsd or
  * packed (variable-length) layouts; nothing is copied or padded. Grouped-query attention: query
- * head h reads key/value head h / (heads / kv_heads). One control per head, or one shared by all.
- * Every (sequence, head) runs exactly the single-head kernels, so results equal per-head calls bit
- * for bit. With ABC_WITH_OPENMP the (sequence × head) pairs run in parallel; all checks happen
- * before, so an error is thrown on the calling thread and nothing has been written, and no
- * exception ever leaves a parallel region.
+ * head h reads key/value head h / (heads / kv_heads).
  *
- * Decoding keeps a Pool: per sequence id, one State per head; `forward_causal(pool, ids, ...)`
+ * **Memories.** A memory is written by one control from one key/value head. When the controls
+ * belong to the key/value heads (one control shared by all, or one per key/value head), the
+ * heads / kv_heads query heads of a group read one memory: it is built once and a decode state
+ * holds kv_heads memories per sequence, not heads. With one control per query head (each its own
+ * W_φ, say) every query head keeps a memory of its own, heads / kv_heads times the state and the
+ * build work. Either way each query head's output equals a single-head BoundedAttention call on
+ * its own memory bit for bit.
+ *
+ * **Control input.** Every form takes an optional control input x (the layer input, which ABC-MLP's
+ * W_φ and RFA's gate read): a HeadTensor [batch, seq_k, 1, d_x] shared by all memories (the papers'
+ * case), or [batch, seq_k, memories(), d_x], one per memory. Without it each control reads its
+ * keys. With a shared x and a control that reads x through a projection (ABC-MLP's W_φ), the logits
+ * of all memories are one product X · [W¹; …; Wᴹ]ᵀ per sequence, not one per memory.
+ *
+ * With ABC_WITH_OPENMP the (sequence × memory) pairs run in parallel; all checks happen before, so
+ * an error is thrown on the calling thread and nothing has been written, and no exception ever
+ * leaves a parallel region.
+ *
+ * Decoding keeps a Pool: per sequence id, one State per memory; `forward_causal(pool, ids, ...)`
  * continues each listed sequence by its tokens (prefill, or one token each: a batched step, which
- * runs each sequence through exactly BoundedAttention::step).
+ * runs each sequence through exactly BoundedAttention::step). Cross attention builds a source's
+ * memories once with `add_memory(pool, ids, k, v)` and reads them with `read(pool, ids, q, out)`.
  */
 template <class Control>
 class MultiHeadAttention {
+  using T = typename Control::scalar_type;
+  using Tensor = HeadTensor<const T>;
+
  public:
   /// The control's scalar type, float or double.
-  using scalar_type = typename Control::scalar_type;
-  /// The single-head operator each query head runs.
+  using scalar_type = T;
+  /// The single-head operator of each memory.
   using attention_type = BoundedAttention<Control>;
-  /// The decode state of one sequence and head.
+  /// The decode state of one sequence and memory.
   using state_type = State<scalar_type>;
   /// A sequence's id in a Pool, chosen by the caller.
   using SeqId = std::uint64_t;
 
-  /// The decode states of many sequences, addressed by id: one State per head each. The states are
-  /// handed out read-only: only the MultiHeadAttention that added a sequence changes them.
+  /// The decode states of many sequences, addressed by id: one State per memory each. The states
+  /// are handed out read-only: only the MultiHeadAttention that added a sequence changes them.
   class Pool {
    public:
     /// Whether sequence `id` is in the pool.
     bool contains(SeqId id) const { return states_.count(id) != 0; }
     /// The number of sequences in the pool.
     std::size_t size() const noexcept { return states_.size(); }
-    /// The states of sequence `id`, one per head. \throws config_error for an unknown id.
+    /// The states of sequence `id`, one per memory (see memories()). \throws config_error for an
+    /// unknown id.
     const std::vector<state_type>& states(SeqId id) const { return find(id); }
     /// Removes sequence `id` and its states; an id not in the pool is ignored.
     void drop(SeqId id) { states_.erase(id); }
@@ -89,48 +108,82 @@ class MultiHeadAttention {
     std::map<SeqId, std::vector<state_type>> states_;
   };
 
-  /// One control shared by all `heads` query heads; `kv_heads` must divide `heads`.
+  /// One control shared by all heads: `heads` query heads over `kv_heads` key/value heads
+  /// (kv_heads divides heads), one memory per key/value head.
   MultiHeadAttention(const Control& shared, Index heads, Index kv_heads, Options options = {})
-      : MultiHeadAttention(std::vector<Control>(std::size_t(std::max<Index>(heads, 0)), shared), kv_heads, options) {}
+      : MultiHeadAttention(std::vector<Control>(std::size_t(std::max<Index>(kv_heads, 0)), shared), heads, kv_heads,
+                           options) {}
 
-  /// One control per query head.
-  MultiHeadAttention(const std::vector<Control>& per_head, Index kv_heads, Options options = {}) : kv_heads_(kv_heads) {
-    const Index heads = Index(per_head.size());
-    detail::require_at_least("abc::MultiHeadAttention", "heads", heads, 1, "at least one head");
-    detail::require_at_least("abc::MultiHeadAttention", "kv_heads", kv_heads, 1, "at least one key/value head");
+  /// One control per memory: `controls` holds kv_heads controls (one per key/value head, whose query
+  /// heads share its memory) or heads controls (one per query head, each with a memory of its own).
+  MultiHeadAttention(const std::vector<Control>& controls, Index heads, Index kv_heads, Options options = {})
+      : heads_(heads), kv_heads_(kv_heads) {
+    constexpr const char* who = "abc::MultiHeadAttention";
+    detail::require_at_least(who, "heads", heads, 1, "at least one head");
+    detail::require_at_least(who, "kv_heads", kv_heads, 1, "at least one key/value head");
     if (heads % kv_heads != 0)
-      detail::raise("abc::MultiHeadAttention", detail::value_problem(Status::bad_config, "heads % kv_heads", heads % kv_heads,
-                                                                     "", 0, "kv_heads must divide heads"));
-    for (const auto& c : per_head) heads_.emplace_back(c, options);
+      detail::raise(who, detail::value_problem(Status::bad_config, "heads % kv_heads", heads % kv_heads, "", 0,
+                                               "kv_heads must divide heads"));
+    const Index m = Index(controls.size());
+    if (m != kv_heads && m != heads)
+      ABC_THROW(config_error(std::string(who) + ": controls.size() is " + std::to_string(m) + ", expected " +
+                             std::to_string(kv_heads) + " (one per key/value head) or " + std::to_string(heads) +
+                             " (one per query head)"));
+    for (const auto& c : controls) memories_.emplace_back(c, options);
+    if constexpr (detail::has_input_projection<Control>::value) {
+      Index rows = 0;
+      for (const auto& c : controls) rows += c.input_projection().rows();
+      const Index dx = controls.front().input_projection().cols();
+      bool same_width = true;
+      for (const auto& c : controls) same_width = same_width && c.input_projection().cols() == dx;
+      if (same_width) {
+        projection_.resize(rows, dx);
+        logit_at_.push_back(0);
+        for (const auto& c : controls) {
+          projection_.middleRows(logit_at_.back(), c.input_projection().rows()) = c.input_projection();
+          logit_at_.push_back(logit_at_.back() + c.input_projection().rows());
+        }
+      }
+    }
   }
 
+  /// One control per query head, each with a memory of its own (heads = per_head.size()).
+  MultiHeadAttention(const std::vector<Control>& per_head, Index kv_heads, Options options = {})
+      : MultiHeadAttention(per_head, Index(per_head.size()), kv_heads, options) {}
+
   /// The number of query heads.
-  Index heads() const noexcept { return Index(heads_.size()); }
+  Index heads() const noexcept { return heads_; }
   /// The number of key/value heads; it divides heads().
   Index kv_heads() const noexcept { return kv_heads_; }
-  /// The attention of query head h; unchecked: 0 ≤ h < heads().
-  const attention_type& head(Index h) const { return heads_[std::size_t(h)]; }
+  /// The number of memories per sequence: kv_heads() when the controls belong to key/value heads,
+  /// heads() when each query head has its own control.
+  Index memories() const noexcept { return Index(memories_.size()); }
   /// The key/value head query head h reads.
-  Index kv_head(Index h) const noexcept { return h / (heads() / kv_heads_); }
+  Index kv_head(Index h) const noexcept { return h / (heads_ / kv_heads_); }
+  /// The memory query head h reads; unchecked: 0 ≤ h < heads().
+  Index memory_of(Index h) const noexcept { return memories() == heads_ ? h : kv_head(h); }
+  /// The attention query head h reads through (that of its memory); unchecked: 0 ≤ h < heads().
+  const attention_type& head(Index h) const { return memories_[std::size_t(memory_of(h))]; }
+  /// The attention of memory m; unchecked: 0 ≤ m < memories().
+  const attention_type& memory(Index m) const { return memories_[std::size_t(m)]; }
 
   /// Non-causal / cross attention of every sequence and head.
-  void forward(const HeadTensor<const scalar_type>& q, const HeadTensor<const scalar_type>& k,
-               const HeadTensor<const scalar_type>& v, const HeadTensor<scalar_type>& out) const {
-    raise("abc::MultiHeadAttention::forward", problem(Form::non_causal, q, k, v, out, nullptr, no_pool));
-    for_each_pair(q.batch(), [&](Index b, Index h) {
-      heads_[std::size_t(h)].forward_into(q.head(b, h), k.head(b, kv_head(h)), v.head(b, kv_head(h)), out.head(b, h));
-    });
+  void forward(const Tensor& q, const Tensor& k, const Tensor& v, const HeadTensor<T>& out) const {
+    run(Form::non_causal, "abc::MultiHeadAttention::forward", nullptr, nullptr, q, k, v, nullptr, out);
+  }
+  /// As forward(q, k, v, out), with the control input x ([batch, seq_k, 1 or memories(), d_x]).
+  void forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& x, const HeadTensor<T>& out) const {
+    run(Form::non_causal, "abc::MultiHeadAttention::forward", nullptr, nullptr, q, k, v, &x, out);
   }
 
   /// Causal attention of every sequence and head from empty memories.
-  void forward_causal(const HeadTensor<const scalar_type>& q, const HeadTensor<const scalar_type>& k,
-                      const HeadTensor<const scalar_type>& v, const HeadTensor<scalar_type>& out) const {
-    raise("abc::MultiHeadAttention::forward_causal", problem(Form::causal, q, k, v, out, nullptr, no_pool));
-    for_each_pair(q.batch(), [&](Index b, Index h) {
-      auto s = heads_[std::size_t(h)].make_state(k.dim(), v.dim());
-      heads_[std::size_t(h)].forward_causal_into(s, q.head(b, h), k.head(b, kv_head(h)), v.head(b, kv_head(h)),
-                                                 out.head(b, h));
-    });
+  void forward_causal(const Tensor& q, const Tensor& k, const Tensor& v, const HeadTensor<T>& out) const {
+    run(Form::causal, "abc::MultiHeadAttention::forward_causal", nullptr, nullptr, q, k, v, nullptr, out);
+  }
+  /// As forward_causal(q, k, v, out), with the control input x.
+  void forward_causal(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& x,
+                      const HeadTensor<T>& out) const {
+    run(Form::causal, "abc::MultiHeadAttention::forward_causal", nullptr, nullptr, q, k, v, &x, out);
   }
 
   /// Adds sequence `id` with empty memories for keys of width d and values of width dv.
@@ -139,51 +192,77 @@ class MultiHeadAttention {
       ABC_THROW(config_error("abc::MultiHeadAttention::add: sequence id " + std::to_string(id) +
                              " is already in the pool"));
     std::vector<state_type> s;
-    for (const auto& a : heads_) s.push_back(a.make_state(d, dv));
+    for (const auto& a : memories_) s.push_back(with_scratch(a.make_state(d, dv)));
     pool.states_.emplace(id, std::move(s));
   }
 
   /// Continues the sequences `ids` (sequence b of the tensors is ids[b], each id at most once) by
   /// their tokens: a prefill, or with one token each a batched decode step. Every check (ids,
-  /// shapes, every head's state and inputs) runs before any state or output is touched, so a call
-  /// that throws changes nothing.
-  void forward_causal(Pool& pool, const std::vector<SeqId>& ids, const HeadTensor<const scalar_type>& q,
-                      const HeadTensor<const scalar_type>& k, const HeadTensor<const scalar_type>& v,
-                      const HeadTensor<scalar_type>& out) const {
-    std::vector<std::vector<state_type>*> states;
-    raise("abc::MultiHeadAttention::forward_causal", problem(Form::pool, q, k, v, out, &ids, &pool, &states));
-    for_each_pair(q.batch(), [&](Index b, Index h) {
-      state_type& s = (*states[std::size_t(b)])[std::size_t(h)];
-      const attention_type& a = heads_[std::size_t(h)];
-      if (q.length(b) == 1)  // a decode step: exactly the step kernel, as a single-sequence decoder runs
-        a.step_into(s, q.head(b, h).row(0).transpose(), k.head(b, kv_head(h)).row(0).transpose(),
-                    v.head(b, kv_head(h)).row(0).transpose(), out.head(b, h).row(0).transpose());
-      else
-        a.forward_causal_into(s, q.head(b, h), k.head(b, kv_head(h)), v.head(b, kv_head(h)), out.head(b, h));
+  /// shapes, every memory's state and inputs) runs before any state or output is touched, so a
+  /// call that throws changes nothing.
+  void forward_causal(Pool& pool, const std::vector<SeqId>& ids, const Tensor& q, const Tensor& k, const Tensor& v,
+                      const HeadTensor<T>& out) const {
+    run(Form::pool, "abc::MultiHeadAttention::forward_causal", &pool, &ids, q, k, v, nullptr, out);
+  }
+  /// As forward_causal(pool, ids, q, k, v, out), with the control input x of the new tokens.
+  void forward_causal(Pool& pool, const std::vector<SeqId>& ids, const Tensor& q, const Tensor& k, const Tensor& v,
+                      const Tensor& x, const HeadTensor<T>& out) const {
+    run(Form::pool, "abc::MultiHeadAttention::forward_causal", &pool, &ids, q, k, v, &x, out);
+  }
+
+  /// Cross attention's source side: adds the sequences `ids` (none of them in the pool yet) with the
+  /// memories of their sources k, v (BoundedAttention::memory per memory), built once, for read().
+  void add_memory(Pool& pool, const std::vector<SeqId>& ids, const Tensor& k, const Tensor& v) const {
+    build_memories(pool, ids, k, v, nullptr);
+  }
+  /// As add_memory(pool, ids, k, v), with the control input x of the source tokens.
+  void add_memory(Pool& pool, const std::vector<SeqId>& ids, const Tensor& k, const Tensor& v, const Tensor& x) const {
+    build_memories(pool, ids, k, v, &x);
+  }
+
+  /// Every query of q [batch, seq_q, heads, d] reads its sequence's memories in the pool without
+  /// changing them (BoundedAttention::read): O(n · d) per query and head, whatever the source length.
+  void read(const Pool& pool, const std::vector<SeqId>& ids, const Tensor& q, const HeadTensor<T>& out) const {
+    std::vector<const std::vector<state_type>*> states;
+    raise("abc::MultiHeadAttention::read", read_problem(pool, ids, q, out, &states));
+    for_each_pair(q.batch(), [&](Index b, Index m) {
+      const state_type& st = (*states[std::size_t(b)])[std::size_t(m)];
+      for (Index h : group(m)) memories_[std::size_t(m)].read_memory(st, q.head(b, h), out.head(b, h));
     });
   }
 
   /// The checks of forward(q, k, v, out), without throwing: Status::ok when the call would succeed.
-  [[nodiscard]] Status validate(const HeadTensor<const scalar_type>& q, const HeadTensor<const scalar_type>& k,
-                                const HeadTensor<const scalar_type>& v, const HeadTensor<scalar_type>& out) const {
-    return problem(Form::non_causal, q, k, v, out, nullptr, no_pool).status;
+  [[nodiscard]] Status validate(const Tensor& q, const Tensor& k, const Tensor& v, const HeadTensor<T>& out) const {
+    return problem<const Pool>(Form::non_causal, nullptr, nullptr, q, k, v, nullptr, out).status;
+  }
+  /// The checks of forward(q, k, v, x, out), without throwing.
+  [[nodiscard]] Status validate(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& x,
+                                const HeadTensor<T>& out) const {
+    return problem<const Pool>(Form::non_causal, nullptr, nullptr, q, k, v, &x, out).status;
   }
   /// The checks of forward_causal(q, k, v, out), without throwing.
-  [[nodiscard]] Status validate_causal(const HeadTensor<const scalar_type>& q, const HeadTensor<const scalar_type>& k,
-                                       const HeadTensor<const scalar_type>& v,
-                                       const HeadTensor<scalar_type>& out) const {
-    return problem(Form::causal, q, k, v, out, nullptr, no_pool).status;
+  [[nodiscard]] Status validate_causal(const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const HeadTensor<T>& out) const {
+    return problem<const Pool>(Form::causal, nullptr, nullptr, q, k, v, nullptr, out).status;
+  }
+  /// The checks of forward_causal(q, k, v, x, out), without throwing.
+  [[nodiscard]] Status validate_causal(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& x,
+                                       const HeadTensor<T>& out) const {
+    return problem<const Pool>(Form::causal, nullptr, nullptr, q, k, v, &x, out).status;
   }
   /// The checks of forward_causal(pool, ids, q, k, v, out), without throwing; nothing is changed.
-  [[nodiscard]] Status validate(const Pool& pool, const std::vector<SeqId>& ids, const HeadTensor<const scalar_type>& q,
-                                const HeadTensor<const scalar_type>& k, const HeadTensor<const scalar_type>& v,
-                                const HeadTensor<scalar_type>& out) const {
-    return problem(Form::pool, q, k, v, out, &ids, &pool).status;
+  [[nodiscard]] Status validate(const Pool& pool, const std::vector<SeqId>& ids, const Tensor& q, const Tensor& k,
+                                const Tensor& v, const HeadTensor<T>& out) const {
+    return problem(Form::pool, &pool, &ids, q, k, v, nullptr, out).status;
+  }
+  /// The checks of forward_causal(pool, ids, q, k, v, x, out), without throwing; nothing is changed.
+  [[nodiscard]] Status validate(const Pool& pool, const std::vector<SeqId>& ids, const Tensor& q, const Tensor& k,
+                                const Tensor& v, const Tensor& x, const HeadTensor<T>& out) const {
+    return problem(Form::pool, &pool, &ids, q, k, v, &x, out).status;
   }
 
  private:
-  enum class Form { non_causal, causal, pool };
-  static constexpr const Pool* no_pool = nullptr;
+  enum class Form { non_causal, causal, pool, memory, read };
 
   // A failed check: the Problem of the head or tensor at fault (its message built only when thrown),
   // or a message of the multi-head level.
@@ -194,6 +273,17 @@ class MultiHeadAttention {
     explicit operator bool() const noexcept { return status != Status::ok; }
   };
 
+  static Failure failure(const detail::Problem& p) { return {p.status, p, {}}; }
+
+  // Sequence b's output rows against its queries: the message names b, one of many sequences.
+  static Failure length_failure(Index b, Index out_length, Index q_length) {
+    Failure f;
+    f.status = Status::shape_mismatch;
+    f.message = "out.length(" + std::to_string(b) + ") is " + std::to_string(out_length) + ", expected " +
+                std::to_string(q_length) + " (one output row per query)";
+    return f;
+  }
+
   static void raise(const char* where, const Failure& f) {
     if (!f) return;
     if (f.message.empty()) detail::raise(where, f.problem);
@@ -202,19 +292,50 @@ class MultiHeadAttention {
     ABC_THROW(config_error(m));
   }
 
-  // Runs f(b, h) for every (sequence, head) pair, on OpenMP threads when enabled. An exception
+  /// The query heads that read one memory: [first, first + count), iterable.
+  struct Group {
+    Index first;  ///< the first query head
+    Index count;  ///< the number of query heads
+    /// An iterator over the query heads.
+    struct It {
+      Index h;  ///< the query head
+      /// The query head.
+      Index operator*() const noexcept { return h; }
+      /// The next query head.
+      It& operator++() noexcept { return ++h, *this; }
+      /// Whether two iterators differ.
+      bool operator!=(const It& o) const noexcept { return h != o.h; }
+    };
+    /// The first query head.
+    It begin() const noexcept { return {first}; }
+    /// Past the last query head.
+    It end() const noexcept { return {first + count}; }
+  };
+  Group group(Index m) const noexcept {
+    return memories() == heads_ ? Group{m, 1} : Group{m * (heads_ / kv_heads_), heads_ / kv_heads_};
+  }
+
+  // A state with room for the scores of every query head of a group (BoundedAttention::step's
+  // scratch), so a batched decode step allocates nothing.
+  state_type with_scratch(state_type s) const {
+    memories_.front().reserve_scratch(s, group(0).count);
+    return s;
+  }
+
+  // Runs f(b, m) for every (sequence, memory) pair, on OpenMP threads when enabled. An exception
   // (only an allocation failure can occur once the checks have passed) never leaves a parallel
   // region: the first is kept and rethrown on the calling thread after the loop.
   template <class F>
-  void for_each_pair(Index batch, F&& f) const {
-    const Index pairs = batch * heads();
+  void for_each_pair(Index batch, F&& f, Index per_sequence = -1) const {
+    const Index width = per_sequence < 0 ? memories() : per_sequence;
+    const Index pairs = batch * width;
     std::exception_ptr error;
 #if defined(ABC_WITH_OPENMP)
 #  pragma omp parallel for schedule(dynamic)
 #endif
     for (Index i = 0; i < pairs; ++i) {
       try {
-        f(i / heads(), i % heads());
+        f(i / width, i % width);
       } catch (...) {
 #if defined(ABC_WITH_OPENMP)
 #  pragma omp critical(abc_multi_head_error)
@@ -225,75 +346,212 @@ class MultiHeadAttention {
     if (error) std::rethrow_exception(error);
   }
 
-  // Every check of a call, before anything runs. With a pool, `states` (if given) receives each
-  // sequence's states.
-  template <class PoolT>
-  Failure problem(Form form, const HeadTensor<const scalar_type>& q, const HeadTensor<const scalar_type>& k,
-                  const HeadTensor<const scalar_type>& v, const HeadTensor<scalar_type>& out,
-                  const std::vector<SeqId>* ids, PoolT* pool,
-                  std::vector<std::vector<state_type>*>* states = nullptr) const {
-    using detail::value_problem;
+  // Whether a shared control input is projected once for all memories (see the class comment).
+  bool projects(const Tensor* x) const noexcept { return x && x->heads() == 1 && projection_.size() > 0; }
+
+  // The control logits of every sequence for all memories, one product per sequence: [len × Σm].
+  std::vector<Matrix<T>> project(const Tensor& x) const {
+    std::vector<Matrix<T>> logits(std::size_t(x.batch()));
+    for_each_pair(x.batch(), [&](Index b, Index) { logits[std::size_t(b)].noalias() = x.head(b, 0) * projection_.transpose(); }, 1);
+    return logits;
+  }
+
+  // Memory m's control input for sequence b: its columns of the projected logits, its own slice of
+  // x, the shared x, or the keys.
+  template <class KeyMap>
+  Eigen::Ref<const Matrix<T>> input_of(Index b, Index m, const Tensor* x, const std::vector<Matrix<T>>& logits,
+                                       const KeyMap& k) const {
+    if (!logits.empty())
+      return logits[std::size_t(b)].middleCols(logit_at_[std::size_t(m)], logit_at_[std::size_t(m) + 1] - logit_at_[std::size_t(m)]);
+    if (x) return x->head(b, x->heads() == 1 ? 0 : m);
+    return k;
+  }
+
+  // A call of the forward forms, checked first.
+  void run(Form form, const char* where, Pool* pool, const std::vector<SeqId>* ids, const Tensor& q, const Tensor& k,
+           const Tensor& v, const Tensor* x, const HeadTensor<T>& out) const {
+    std::vector<std::vector<state_type>*> states;
+    raise(where, problem(form, pool, ids, q, k, v, x, out, &states));
+    std::vector<Matrix<T>> logits;
+    if constexpr (detail::has_input_projection<Control>::value)
+      if (projects(x)) logits = project(*x);
+    const bool projected = !logits.empty();
+    for_each_pair(q.batch(), [&](Index b, Index m) {
+      const attention_type& a = memories_[std::size_t(m)];
+      const auto kh = k.head(b, kv_of(m));
+      const auto vh = v.head(b, kv_of(m));
+      const Eigen::Ref<const Matrix<T>> input = input_of(b, m, x, logits, kh);
+      const Group g = group(m);
+      const auto query = [&](Index i) { return q.head(b, g.first + i); };
+      const auto output = [&](Index i) { return out.head(b, g.first + i); };
+      if (form == Form::non_causal) {
+        state_type s = a.make_state(k.dim(), v.dim());
+        a.build_memory(s, kh, vh, input, projected);
+        for (Index i = 0; i < g.count; ++i) a.read_memory(s, query(i), output(i));
+      } else if (form == Form::causal) {
+        state_type s = a.make_state(k.dim(), v.dim());
+        a.run_causal(s, g.count, query, output, kh, vh, input, projected);
+      } else if (q.length(b) == 1) {  // a decode step: exactly the step kernel, as a single-sequence decoder runs
+        a.step_heads(
+            (*states[std::size_t(b)])[std::size_t(m)], g.count, [&](Index i) { return query(i).data(); },
+            [&](Index i) { return output(i).data(); }, kh.data(), vh.data(), input.row(0), projected, k.dim(), v.dim());
+      } else {
+        a.run_causal((*states[std::size_t(b)])[std::size_t(m)], g.count, query, output, kh, vh, input, projected);
+      }
+    });
+  }
+
+  // The key/value head memory m is written from.
+  Index kv_of(Index m) const noexcept { return memories() == heads_ ? kv_head(m) : m; }
+
+  void build_memories(Pool& pool, const std::vector<SeqId>& ids, const Tensor& k, const Tensor& v,
+                      const Tensor* x) const {
+    constexpr const char* where = "abc::MultiHeadAttention::add_memory";
+    raise(where, problem<Pool>(Form::memory, &pool, &ids, k, k, v, x, HeadTensor<T>::packed(nullptr, {0}, 0, 0)));
+    std::vector<Matrix<T>> logits;
+    if constexpr (detail::has_input_projection<Control>::value)
+      if (projects(x)) logits = project(*x);
+    std::vector<std::vector<state_type>> built(std::size_t(k.batch()));
+    for (auto& b : built)
+      for (const auto& a : memories_) b.push_back(with_scratch(a.make_state(k.dim(), v.dim())));
+    for_each_pair(k.batch(), [&](Index b, Index m) {
+      const auto kh = k.head(b, kv_of(m));
+      memories_[std::size_t(m)].build_memory(built[std::size_t(b)][std::size_t(m)], kh, v.head(b, kv_of(m)),
+                                             input_of(b, m, x, logits, kh), !logits.empty());
+    });
+    for (std::size_t b = 0; b < built.size(); ++b) pool.states_.emplace(ids[b], std::move(built[b]));
+  }
+
+  // The checks of the sequence ids of a pooled call: one per sequence, distinct, and in the pool
+  // (the pool forms; `seq_states` receives each one's states) or not yet in it (add_memory).
+  template <class PoolT, class States>
+  static Failure ids_problem(Form form, PoolT& pool, const std::vector<SeqId>& ids, Index batch, Index memories,
+                             States& seq_states) {
     Failure f;
-    const auto fail = [&f](detail::Problem p) {
-      f.status = p.status;
-      f.problem = p;
+    if (Index(ids.size()) != batch) {
+      f.status = Status::shape_mismatch;
+      f.problem = detail::value_problem(Status::shape_mismatch, "ids.size()", Index(ids.size()), "", batch,
+                                        "one id per sequence");
       return f;
-    };
-    const auto fail_with = [&f](Status s, std::string m) {
-      f.status = s;
+    }
+    const auto fail_with = [&f](std::string m) {
+      f.status = Status::bad_config;
       f.message = std::move(m);
       return f;
     };
-    if (q.heads() != heads()) return fail(value_problem(Status::shape_mismatch, "q.heads()", q.heads(), "", heads(), "one per query head"));
-    if (out.heads() != heads()) return fail(value_problem(Status::shape_mismatch, "out.heads()", out.heads(), "", heads(), "one per query head"));
-    if (k.heads() != kv_heads_) return fail(value_problem(Status::shape_mismatch, "k.heads()", k.heads(), "", kv_heads_, "one per key/value head"));
-    if (v.heads() != kv_heads_) return fail(value_problem(Status::shape_mismatch, "v.heads()", v.heads(), "", kv_heads_, "one per key/value head"));
-    if (k.batch() != q.batch()) return fail(value_problem(Status::shape_mismatch, "k.batch()", k.batch(), "", q.batch(), "one key sequence per query sequence"));
-    if (v.batch() != q.batch()) return fail(value_problem(Status::shape_mismatch, "v.batch()", v.batch(), "", q.batch(), "one value sequence per query sequence"));
-    if (out.batch() != q.batch()) return fail(value_problem(Status::shape_mismatch, "out.batch()", out.batch(), "", q.batch(), "one output sequence per query sequence"));
-    if (out.dim() != v.dim()) return fail(value_problem(Status::shape_mismatch, "out.dim()", out.dim(), "", v.dim(), "outputs have the values' width"));
-    std::vector<const std::vector<state_type>*> seq_states;
-    if (form == Form::pool) {
-      if (Index(ids->size()) != q.batch())
-        return fail(value_problem(Status::shape_mismatch, "ids.size()", Index(ids->size()), "", q.batch(), "one id per sequence"));
-      std::vector<SeqId> sorted(*ids);
+    if (form != Form::read) {
+      std::vector<SeqId> sorted(ids);
       std::sort(sorted.begin(), sorted.end());
       const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
       if (dup != sorted.end())
-        return fail_with(Status::bad_config, "ids holds sequence id " + std::to_string(*dup) +
-                                                 " twice, expected distinct ids (each sequence advances once per call)");
-      for (SeqId id : *ids) {
-        if (!pool->contains(id))
-          return fail_with(Status::bad_config, "sequence id " + std::to_string(id) + " is not in the pool (add it first)");
-        auto& st = pool->find(id);
-        if (Index(st.size()) != heads())
-          return fail_with(Status::bad_config, "pool sequence " + std::to_string(id) + " holds " + std::to_string(st.size()) +
-                                                   " head states, expected " + std::to_string(heads()) +
-                                                   " (the pool was filled by another MultiHeadAttention)");
-        seq_states.push_back(&st);
-        if constexpr (!std::is_const<PoolT>::value)
-          if (states) states->push_back(&st);
-      }
+        return fail_with("ids holds sequence id " + std::to_string(*dup) +
+                         " twice, expected distinct ids (each sequence advances once per call)");
     }
-    for (Index b = 0; b < q.batch(); ++b) {
-      if (out.length(b) != q.length(b))
-        return fail(value_problem(Status::shape_mismatch, "out.length(b)", out.length(b), "", q.length(b), "one output row per query"));
-      for (Index h = 0; h < heads(); ++h) {
-        const attention_type& a = heads_[std::size_t(h)];
-        const auto kh = k.head(b, kv_head(h));
-        const auto vh = v.head(b, kv_head(h));
-        const auto qh = q.head(b, h);
-        const state_type* st = form == Form::pool ? &(*seq_states[std::size_t(b)])[std::size_t(h)] : nullptr;
-        using Mode = typename attention_type::Mode;
-        if (auto p = a.check(form == Form::non_causal ? Mode::non_causal : Mode::causal, st, qh, kh, vh, nullptr))
-          return fail(p);
+    for (SeqId id : ids) {
+      if (form == Form::memory) {
+        if (pool.contains(id))
+          return fail_with("sequence id " + std::to_string(id) + " is already in the pool (drop it first)");
+        continue;
+      }
+      if (!pool.contains(id)) return fail_with("sequence id " + std::to_string(id) + " is not in the pool (add it first)");
+      auto& st = pool.find(id);
+      if (Index(st.size()) != memories)
+        return fail_with("pool sequence " + std::to_string(id) + " holds " + std::to_string(st.size()) +
+                         " states, expected " + std::to_string(memories) +
+                         " (the pool was filled by another MultiHeadAttention)");
+      seq_states.push_back(&st);
+    }
+    return f;
+  }
+
+  // Every check of a call, before anything runs. With a pool, `states` (if given) receives each
+  // sequence's states. Form::memory checks a source (k, v, x; q is k and out is not used).
+  template <class PoolT>
+  Failure problem(Form form, PoolT* pool, const std::vector<SeqId>* ids, const Tensor& q, const Tensor& k,
+                  const Tensor& v, const Tensor* x, const HeadTensor<T>& out,
+                  std::vector<std::vector<state_type>*>* states = nullptr) const {
+    using detail::value_problem;
+    Failure f;
+    const bool keys_only = form == Form::memory;
+    const Status shape = Status::shape_mismatch;
+    if (!keys_only) {
+      if (q.heads() != heads_) return failure(value_problem(shape, "q.heads()", q.heads(), "", heads_, "one per query head"));
+      if (out.heads() != heads_) return failure(value_problem(shape, "out.heads()", out.heads(), "", heads_, "one per query head"));
+    }
+    if (k.heads() != kv_heads_) return failure(value_problem(shape, "k.heads()", k.heads(), "", kv_heads_, "one per key/value head"));
+    if (v.heads() != kv_heads_) return failure(value_problem(shape, "v.heads()", v.heads(), "", kv_heads_, "one per key/value head"));
+    if (v.batch() != k.batch()) return failure(value_problem(shape, "v.batch()", v.batch(), "", k.batch(), "one value sequence per key sequence"));
+    if (!keys_only) {
+      if (k.batch() != q.batch()) return failure(value_problem(shape, "k.batch()", k.batch(), "", q.batch(), "one key sequence per query sequence"));
+      if (out.batch() != q.batch()) return failure(value_problem(shape, "out.batch()", out.batch(), "", q.batch(), "one output sequence per query sequence"));
+      if (out.dim() != v.dim()) return failure(value_problem(shape, "out.dim()", out.dim(), "", v.dim(), "outputs have the values' width"));
+    }
+    if (x) {
+      if (x->heads() != 1 && x->heads() != memories()) {
+        f.status = shape;
+        f.message = "x.heads() is " + std::to_string(x->heads()) + ", expected 1 (one control input shared by all heads) or " +
+                    std::to_string(memories()) + " (one per memory: " +
+                    (memories() == heads_ ? "per query head" : "per key/value head") + ", as the controls are)";
+        return f;
+      }
+      if (x->batch() != k.batch()) return failure(value_problem(shape, "x.batch()", x->batch(), "", k.batch(), "one control input sequence per key sequence"));
+    }
+    using Held = std::conditional_t<std::is_const<PoolT>::value, const std::vector<state_type>, std::vector<state_type>>;
+    std::vector<Held*> seq_states;
+    if (form == Form::pool || form == Form::memory) {
+      f = ids_problem(form, *pool, *ids, k.batch(), memories(), seq_states);
+      if (f) return f;
+      if constexpr (!std::is_const<PoolT>::value)
+        if (states) *states = seq_states;
+    }
+    using Mode = typename attention_type::Mode;
+    const Mode mode = form == Form::non_causal ? Mode::non_causal : keys_only ? Mode::memory : Mode::causal;
+    for (Index b = 0; b < k.batch(); ++b) {
+      if (!keys_only && out.length(b) != q.length(b)) return length_failure(b, out.length(b), q.length(b));
+      for (Index m = 0; m < memories(); ++m) {
+        const attention_type& a = memories_[std::size_t(m)];
+        const auto kh = k.head(b, kv_of(m));
+        const Group g = group(m);
+        const MatrixRef<T> qh = keys_only ? MatrixRef<T>(kh) : MatrixRef<T>(q.head(b, g.first));
+        const state_type* st = form == Form::pool ? seq_states[std::size_t(b)]->data() + m : nullptr;
+        const MatrixRef<T> xh = x ? MatrixRef<T>(x->head(b, x->heads() == 1 ? 0 : m)) : qh;
+        if (auto p = a.check(mode, st, qh, kh, v.head(b, kv_of(m)), x ? &xh : nullptr)) return failure(p);
+        if (!keys_only)
+          for (Index h = g.first + 1; h < g.first + g.count; ++h)
+            if (auto p = detail::finite_problem("q", q.head(b, h))) return failure(p);
       }
     }
     return f;
   }
 
-  std::vector<attention_type> heads_;
-  Index kv_heads_;
+  // The checks of read(pool, ids, q, out); `states` receives each sequence's states.
+  Failure read_problem(const Pool& pool, const std::vector<SeqId>& ids, const Tensor& q, const HeadTensor<T>& out,
+                       std::vector<const std::vector<state_type>*>* states) const {
+    using detail::value_problem;
+    Failure f;
+    const Status shape = Status::shape_mismatch;
+    if (q.heads() != heads_) return failure(value_problem(shape, "q.heads()", q.heads(), "", heads_, "one per query head"));
+    if (out.heads() != heads_) return failure(value_problem(shape, "out.heads()", out.heads(), "", heads_, "one per query head"));
+    if (out.batch() != q.batch()) return failure(value_problem(shape, "out.batch()", out.batch(), "", q.batch(), "one output sequence per query sequence"));
+    f = ids_problem(Form::read, pool, ids, q.batch(), memories(), *states);
+    if (f) return f;
+    for (Index b = 0; b < q.batch(); ++b) {
+      if (out.length(b) != q.length(b)) return length_failure(b, out.length(b), q.length(b));
+      for (Index m = 0; m < memories(); ++m) {
+        const state_type& st = (*(*states)[std::size_t(b)])[std::size_t(m)];
+        if (out.dim() != st.value_dim())
+          return failure(value_problem(shape, "out.dim()", out.dim(), "", st.value_dim(), "outputs have the memory's value width"));
+        for (Index h : group(m))
+          if (auto p = memories_[std::size_t(m)].read_problem(st, q.head(b, h))) return failure(p);
+      }
+    }
+    return f;
+  }
+
+  std::vector<attention_type> memories_;
+  Index heads_, kv_heads_;
+  Matrix<T> projection_;         // every memory's input projection stacked, when the control has one
+  std::vector<Index> logit_at_;  // memory m's logits are columns [logit_at_[m], logit_at_[m + 1])
 };
 
 }  // namespace abc

@@ -213,7 +213,9 @@ void load_state(const BoundedAttention<Control>& attn, const std::uint8_t* data,
     blob_error("widths are d = " + std::to_string(d) + ", dv = " + std::to_string(dv) + ", expected d = " +
                std::to_string(dst.key_dim()) + ", dv = " + std::to_string(dst.value_dim()) + " (the destination's)");
   // Absurd shapes are refused before allocating, and positions no stream could continue from.
-  if (d >= (std::uint64_t(1) << 40) || dv >= (std::uint64_t(1) << 40)) blob_error("implausible shape");
+  if (d >= (std::uint64_t(1) << 40) || dv >= (std::uint64_t(1) << 40))
+    blob_error("widths are d = " + std::to_string(d) + ", dv = " + std::to_string(dv) +
+               ", expected each less than 2^40 (no state is that wide)");
   if (pos >= (std::uint64_t(1) << 62))
     blob_error("position is " + std::to_string(pos) + ", expected less than 2^62");
   const std::uint64_t payload = (n * d + n * dv + 2 * n) * sizeof(T) + n * 8 + n + 8;

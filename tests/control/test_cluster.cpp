@@ -185,6 +185,8 @@ TEMPLATE_TEST_CASE("Cluster errors: centroid width against the control input, ba
   REQUIRE(attn.control().input_dim() == 3);
   auto q = ref::random<T>(10, 5, 2), k = ref::random<T>(10, 5, 3), v = ref::random<T>(10, 2, 4);
   REQUIRE_THROWS_AS(attn.forward(q, k, v), abc::shape_error);
+  REQUIRE_THROWS_WITH(attn.forward(q, k, v), ABC_CONTAINS("abc::BoundedAttention::forward: k is [10 x 5], expected [10 x 3] "
+                                                         "(the control reads the keys as its input"));
   REQUIRE_THROWS_WITH(attn.forward_causal(q, k, v), ABC_CONTAINS("k is [10 x 5], expected [10 x 3]"));
   auto x_bad = ref::random<T>(10, 4, 5);
   REQUIRE_THROWS_AS(attn.forward(q, k, v, x_bad), abc::shape_error);

@@ -74,6 +74,9 @@ TEMPLATE_TEST_CASE("Compressive refuses more than n·c tokens", "[control][compr
   REQUIRE(attn.control().max_tokens() == 6);
   auto q = ref::random<T>(7, 4, 1), k = ref::random<T>(7, 4, 2), v = ref::random<T>(7, 2, 3);
   REQUIRE_THROWS_AS(attn.forward_causal(q, k, v), abc::config_error);
+  REQUIRE_THROWS_WITH(attn.forward_causal(q, k, v),
+                      ABC_CONTAINS("abc::BoundedAttention::forward_causal: the token count (state position + new tokens) "
+                                   "is 7, expected at most 6"));
   REQUIRE_THROWS_WITH(attn.forward(q, k, v), ABC_CONTAINS("is 7, expected at most 6 (the control's capacity, max_tokens())"));
   REQUIRE_NOTHROW(attn.forward(q.topRows(6), k.topRows(6), v.topRows(6)));
   REQUIRE_THROWS_WITH(abc::control::Compressive<T>(0, 3), ABC_CONTAINS("abc::control::Compressive: ratio is 0, expected at least 1"));

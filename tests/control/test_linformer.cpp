@@ -90,6 +90,9 @@ TEMPLATE_TEST_CASE("Linformer refuses more than N_max tokens", "[control][linfor
   attn.step(state, q.row(9).transpose(), k.row(9).transpose(), v.row(9).transpose());
   REQUIRE_THROWS_AS(attn.step(state, q.row(10).transpose(), k.row(10).transpose(), v.row(10).transpose()),
                     abc::config_error);
+  REQUIRE_THROWS_WITH(attn.step(state, q.row(10).transpose(), k.row(10).transpose(), v.row(10).transpose()),
+                      ABC_CONTAINS("abc::BoundedAttention::step: the token count (state position + new tokens) is 11, "
+                                   "expected at most 10"));
   REQUIRE_THROWS_WITH(abc::control::Linformer<T>(abc::Matrix<T>(0, 5)), ABC_CONTAINS("W_LF.rows() (slots) is 0"));
   REQUIRE_THROWS_WITH(abc::control::Linformer<T>(3, 0, 1), ABC_CONTAINS("n_max is 0, expected at least 1"));
 }

@@ -258,12 +258,7 @@ TEMPLATE_TEST_CASE("Mlp logits of ±1e4 give finite outputs equal to the referen
   const Index d = 4, dv = 3, dx = 4, n = 6, n_tok = 130;
   // Integer weights ×1000 and inputs in {−1, 0, 1}: logits are exact multiples of 1000 up to ±1e4
   // in both types, so the comparison measures the algorithm, not the rounding of the logits.
-  abc::Matrix<T> w(n, dx), x(n_tok, dx);
-  const auto wr = ref::random<double>(n, dx, 701, 3.49), xr = ref::random<double>(n_tok, dx, 702, 1.49);
-  for (Index i = 0; i < n; ++i)
-    for (Index j = 0; j < dx; ++j) w(i, j) = T(1000 * std::round(wr(i, j)));
-  for (Index i = 0; i < n_tok; ++i)
-    for (Index j = 0; j < dx; ++j) x(i, j) = T(std::round(xr(i, j)));
+  const abc::Matrix<T> w = ref::integers<T>(n, dx, 701, 3.49, 1000), x = ref::integers<T>(n_tok, dx, 702, 1.49);
   abc::Matrix<T> logits = x * w.transpose();
   REQUIRE(logits.cwiseAbs().maxCoeff() >= T(5000));
   REQUIRE(logits.cwiseAbs().maxCoeff() <= T(14000));
@@ -298,6 +293,8 @@ TEMPLATE_TEST_CASE("Mlp configuration errors", "[control][mlp][errors]", float, 
   w(1, 1) = std::numeric_limits<T>::quiet_NaN();
   REQUIRE_THROWS_WITH(abc::control::Mlp<T>(w), ABC_CONTAINS("W_phi holds a non-finite value at row 1, column 1"));
   REQUIRE_THROWS_AS(abc::control::Mlp<T>(0, 4, 1), abc::config_error);
+  REQUIRE_THROWS_WITH(abc::control::Mlp<T>(0, 4, 1),
+                      ABC_CONTAINS("abc::control::Mlp::random: d_x is 0, expected at least 1 (at least one input column)"));
 }
 
 TEMPLATE_TEST_CASE("Mlp: finite inputs whose logits overflow never put NaN into the state (fuzz regression)",

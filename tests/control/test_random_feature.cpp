@@ -214,6 +214,9 @@ TEMPLATE_TEST_CASE("RandomFeature configuration and shape errors", "[control][ra
   abc::BoundedAttention gated{abc::control::RandomFeature<T>{abc::feature::RandomFourier<T>(w), std::vector<T>(3, T(0.5))}};
   auto q4 = ref::random<T>(5, 4, 3);
   REQUIRE_THROWS_AS(gated.forward_causal(q4, q4, v), abc::config_error);
+  REQUIRE_THROWS_WITH(gated.forward_causal(q4, q4, v),
+                      ABC_CONTAINS("abc::BoundedAttention::forward_causal: the token count (state position + new tokens) "
+                                   "is 5, expected at most 3"));
 }
 
 TEST_CASE("RFA tends to softmax attention with inverse temperature s² as D grows (oracle 19)",

@@ -237,12 +237,7 @@ TEMPLATE_TEST_CASE("SlotGates logits of ±1e4 give finite outputs equal to the r
   const Index d = 4, dv = 3, dx = 4, n = 6, n_tok = 130;
   // Integer weights ×1000 and inputs in {−1, 0, 1}: logits are exact multiples of 1000 up to ±1e4
   // in both types. 1000 and above give a gate of exactly 1 (no write), −1000 and below a gate of 0.
-  abc::Matrix<T> w(n, dx), x(n_tok, dx);
-  const auto wr = ref::random<double>(n, dx, 701, 3.49), xr = ref::random<double>(n_tok, dx, 702, 1.49);
-  for (Index i = 0; i < n; ++i)
-    for (Index j = 0; j < dx; ++j) w(i, j) = T(1000 * std::round(wr(i, j)));
-  for (Index i = 0; i < n_tok; ++i)
-    for (Index j = 0; j < dx; ++j) x(i, j) = T(std::round(xr(i, j)));
+  const abc::Matrix<T> w = ref::integers<T>(n, dx, 701, 3.49, 1000), x = ref::integers<T>(n_tok, dx, 702, 1.49);
   const abc::Matrix<T> logits = x * w.transpose();
   REQUIRE(logits.cwiseAbs().maxCoeff() >= T(5000));
   REQUIRE(logits.cwiseAbs().maxCoeff() <= T(14000));

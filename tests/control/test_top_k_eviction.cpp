@@ -116,6 +116,9 @@ TEST_CASE("TopKEviction refuses bad sizes and widths, naming the argument", "[tr
   REQUIRE(attn.control().input_dim() == 4);
   const abc::Matrix<float> x = abc::Matrix<float>::Ones(3, 5);
   REQUIRE_THROWS_AS(attn.forward_causal(x, x, x), abc::shape_error);
+  REQUIRE_THROWS_WITH(attn.forward_causal(x, x, x),
+                      ABC_CONTAINS("abc::BoundedAttention::forward_causal: k is [3 x 5], expected [3 x 4] (the control "
+                                   "reads the keys as its input"));
   // Positions are integers, so the cache has no capacity in tokens (no max_tokens()), in float too.
   REQUIRE_FALSE(abc::detail::has_max_tokens<C>::value);
 }

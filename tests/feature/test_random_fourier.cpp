@@ -130,8 +130,10 @@ TEST_CASE("projection draws: reproducible, distinct across the pool, σ scales t
         if (i != j) REQUIRE(std::abs(g(i, j)) < 1e-12);
   }
   REQUIRE_THROWS_AS(abc::feature::Projection<double>(0, 4, 1), abc::config_error);
+  REQUIRE_THROWS_WITH(abc::feature::Projection<double>(0, 4, 1),
+                      ABC_CONTAINS("abc::feature::Projection: D is 0, expected at least 1 (at least one random feature)"));
   REQUIRE_THROWS_WITH(abc::feature::Projection<double>(4, 3, 1, abc::Vector<double>::Ones(2)),
-                      ABC_CONTAINS("sigma is [2 x 1], expected [3 x 1]"));
+                      ABC_CONTAINS("abc::feature::Projection: sigma.size() is 2, expected 3 (one σ per input dimension)"));
 }
 
 TEST_CASE("the kernel estimate: mean exp(−s²‖x−y‖²/2), variance (1/2D)(1−e^{−z²})² (oracles 17, 18)",

@@ -361,4 +361,7 @@ TEST_CASE("TRAMS refuses bad configurations and shapes, naming the argument", "[
   REQUIRE(state.size() == 0);
   REQUIRE_THROWS_WITH(KeyScore<float>(abc::Matrix<float>(0, 3)), ABC_CONTAINS("w_q is [0 x 3]"));
   REQUIRE_THROWS_AS(KeyScore<float>(w, ScoreKind::key_norm), abc::config_error);
+  REQUIRE_THROWS_WITH(KeyScore<float>(w, ScoreKind::key_norm),
+                      ABC_CONTAINS("abc::select::KeyScore: kind is key_norm, expected a score of W_Q (KeyScore::norm() "
+                                   "needs no W_Q)"));
 }

@@ -100,4 +100,15 @@ abc::Matrix<T> random(Index r, Index c, std::uint64_t seed, double scale = 1.0) 
   return m;
 }
 
+// Deterministic integers: random(r, c, seed, spread) rounded, times `factor`. Products and sums of a
+// few of them are exact in float and double, so a comparison measures the algorithm, not rounding.
+template <class T>
+abc::Matrix<T> integers(Index r, Index c, std::uint64_t seed, double spread, double factor = 1.0) {
+  const abc::Matrix<double> u = random<double>(r, c, seed, spread);
+  abc::Matrix<T> m(r, c);
+  for (Index i = 0; i < r; ++i)
+    for (Index j = 0; j < c; ++j) m(i, j) = static_cast<T>(factor * std::round(u(i, j)));
+  return m;
+}
+
 }  // namespace ref

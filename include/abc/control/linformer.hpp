@@ -71,11 +71,7 @@ class Linformer {
     detail::require_at_least("abc::control::Linformer", "n", n, 1, "at least one slot");
     detail::require_at_least("abc::control::Linformer", "n_max", n_max, 1, "at least one position");
     detail::require_product("abc::control::Linformer", "n × n_max (the weights' entries)", n, n_max);
-    Matrix<Scalar> w(n, n_max);
-    const double sd = 1.0 / std::sqrt(static_cast<double>(n_max));
-    for (Index i = 0; i < w.size(); ++i)
-      w.data()[i] = static_cast<Scalar>(sd * detail::normal(seed, static_cast<std::uint64_t>(i)));
-    return w;
+    return detail::gaussian_matrix<Scalar>(n, n_max, 1.0 / std::sqrt(static_cast<double>(n_max)), seed);
   }
 
   Matrix<Scalar> w_;

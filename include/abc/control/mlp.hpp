@@ -94,19 +94,35 @@ class Mlp {
     return m;
   }
 
+  /// W_φ, through which the schedule reads the control input (its logits are X W_φᵀ).
+  const Matrix<Scalar>& input_projection() const noexcept { return w_; }
+
   /// Logits X W_φᵀ, then one step of the per-slot online log-sum-exp per token, in place in the
   /// state's normaliser (kernel::online_normalise).
   void schedule(Index /*t0*/, MatrixRef<Scalar> x, MatrixOut<Scalar> norm, MatrixOut<Scalar> decay,
                 MatrixOut<Scalar> write) const {
     write.noalias() = x * w_.transpose();  // logits, replaced row by row with the write weights
+    weights_from_logits(norm, decay, write);
+  }
+
+  /// The schedule of given logits X W_φᵀ [rows × n] (computed by the caller, e.g. for every head at
+  /// once): the same as schedule() of those inputs.
+  void schedule_projected(Index /*t0*/, MatrixRef<Scalar> logits, MatrixOut<Scalar> norm, MatrixOut<Scalar> decay,
+                          MatrixOut<Scalar> write) const {
+    write = logits;
+    weights_from_logits(norm, decay, write);
+  }
+
+ private:
+  // The logits in `write` → log α, then the online normaliser's decays and writes, token by token.
+  void weights_from_logits(MatrixOut<Scalar>& norm, MatrixOut<Scalar>& decay, MatrixOut<Scalar>& write) const {
     to_log_weight(write);
     const bool prefix = normalization_ == Normalization::prefix;
-    for (Index t = 0; t < x.rows(); ++t)
+    for (Index t = 0; t < write.rows(); ++t)
       kernel::online_normalise(write.row(t).data(), norm.row(0).data(), norm.row(1).data(),
                                decay.row(t).data(), write.row(t).data(), num_slots(), prefix);
   }
 
- private:
   // Logits → log α in place, for the activation; −∞ where α = 0. Finite inputs can still overflow
   // W_φ x (keys near the type's limit): logits saturate to the finite range, and a logit that is
   // not a number (+∞ − ∞ inside the product) carries no mass, so the state never holds a NaN.
@@ -144,11 +160,7 @@ class Mlp {
     detail::require_at_least("abc::control::Mlp::random", "d_x", d_x, 1, "at least one input column");
     detail::require_at_least("abc::control::Mlp::random", "n", n, 1, "at least one slot");
     detail::require_product("abc::control::Mlp::random", "n × d_x (the weights' entries)", n, d_x);
-    Matrix<Scalar> w(n, d_x);
-    const double sd = 1.0 / std::sqrt(static_cast<double>(d_x));
-    for (Index i = 0; i < w.size(); ++i)
-      w.data()[i] = static_cast<Scalar>(sd * detail::normal(seed, static_cast<std::uint64_t>(i)));
-    return w;
+    return detail::gaussian_matrix<Scalar>(n, d_x, 1.0 / std::sqrt(static_cast<double>(d_x)), seed);
   }
 
   Matrix<Scalar> w_;

@@ -87,15 +87,31 @@ class SlotGates {
   void schedule(Index /*t0*/, MatrixRef<Scalar> x, MatrixOut<Scalar> /*norm*/, MatrixOut<Scalar> decay,
                 MatrixOut<Scalar> write) const {
     decay.noalias() = x * w_.transpose();  // the logits, replaced row by row by the decays
-    decay.rowwise() += b_.transpose();
-    // Row by row: the kernel puts slot ℓ in its SIMD lanes or its scalar tail by ℓ and n alone, so
-    // step (blocks of one token), chunked and split runs turn the same logit into the same gate.
-    for (Index t = 0; t < x.rows(); ++t)
-      kernel::forget_gate(decay.row(t).data(), tau_, decay.row(t).data(), write.row(t).data(), num_slots());
+    gates_from_logits(decay, write);
+  }
+
+  /// W_f, through which the schedule reads the control input (its logits are X W_fᵀ).
+  const Matrix<Scalar>& input_projection() const noexcept { return w_; }
+
+  /// The schedule of given logits X W_fᵀ [rows × n] (computed by the caller, e.g. for every head at
+  /// once): the same as schedule() of those inputs.
+  void schedule_projected(Index /*t0*/, MatrixRef<Scalar> logits, MatrixOut<Scalar> /*norm*/, MatrixOut<Scalar> decay,
+                          MatrixOut<Scalar> write) const {
+    decay = logits;
+    gates_from_logits(decay, write);
   }
 
  private:
   static constexpr const char* kWho = "abc::control::SlotGates";
+
+  // Logits in `decay` (bias not yet added) → the gates' decays and writes.
+  void gates_from_logits(MatrixOut<Scalar>& decay, MatrixOut<Scalar>& write) const {
+    decay.rowwise() += b_.transpose();
+    // Row by row: the kernel puts slot ℓ in its SIMD lanes or its scalar tail by ℓ and n alone, so
+    // step (blocks of one token), chunked and split runs turn the same logit into the same gate.
+    for (Index t = 0; t < decay.rows(); ++t)
+      kernel::forget_gate(decay.row(t).data(), tau_, decay.row(t).data(), write.row(t).data(), num_slots());
+  }
 
   SlotGates(Matrix<Scalar> w_f, Vector<Scalar> b_f, Scalar tau, bool has_bias)
       : w_(std::move(w_f)), b_(std::move(b_f)), tau_(tau) {
@@ -119,11 +135,7 @@ class SlotGates {
     detail::require_at_least("abc::control::SlotGates::random", "d_x", d_x, 1, "at least one input column");
     detail::require_at_least("abc::control::SlotGates::random", "n", n, 1, "at least one slot");
     detail::require_product("abc::control::SlotGates::random", "n × d_x (the weights' entries)", n, d_x);
-    Matrix<Scalar> w(n, d_x);
-    const double sd = 1.0 / std::sqrt(static_cast<double>(d_x));
-    for (Index i = 0; i < w.size(); ++i)
-      w.data()[i] = static_cast<Scalar>(sd * detail::normal(seed, static_cast<std::uint64_t>(i)));
-    return w;
+    return detail::gaussian_matrix<Scalar>(n, d_x, 1.0 / std::sqrt(static_cast<double>(d_x)), seed);
   }
 
   Matrix<Scalar> w_;

@@ -14,17 +14,27 @@ namespace abc {
 namespace detail {
 
 // A failed check, kept allocation-free so validate() can be noexcept; the message is built only
-// when a throwing call reports it. `rule` is a string literal saying why the shape is expected.
+// when a throwing call reports it. `rule` is a string literal giving the reason for the expected
+// shape or value. Every Problem is made by one of the functions below, which set its Kind: the kind alone picks
+// the message's form, so a count is never printed as a shape.
 struct Problem {
+  enum class Kind {
+    shape,       // a matrix's shape: "<arg> is [r x c], expected [er x ec]"
+    size,        // a vector's length: "<arg>.size() is <n>, expected <m>"
+    value,       // a count or size against a bound: "<arg> is <v>, expected <relation><bound>"
+    non_finite,  // "<arg> holds a non-finite value at row <i>, column <j>, expected finite values"
+    wrong_kind,  // "<arg> comes from <actual>, expected <expected>"
+  };
   Status status = Status::ok;
+  Kind kind = Kind::shape;
   const char* arg = "";
   const char* rule = "";
-  Index rows = 0, cols = 0;                  // actual shape (or value in `rows` for scalars)
-  Index expected_rows = 0, expected_cols = 0;
-  const char* relation = "";                 // for values: "at least ", "at most ", or "" (equal)
-  bool value = false;                        // a value against a bound, not a shape
-  // For an argument that belongs to the wrong kind of thing (a State of another control): the
-  // names of what it is and of what was expected, computed only when the message is built.
+  Index rows = 0, cols = 0;                    // shape: the actual shape; size, value: the value in
+                                               // rows; non_finite: the offending entry
+  Index expected_rows = 0, expected_cols = 0;  // shape: the expected shape; size, value: the bound in rows
+  const char* relation = "";                   // value: "at least ", "at most ", or "" (equal)
+  // wrong_kind: the names of what the argument is and of what was expected, computed only when
+  // the message is built.
   std::string (*actual_name)() = nullptr;
   std::string (*expected_name)() = nullptr;
   explicit operator bool() const noexcept { return status != Status::ok; }
@@ -35,19 +45,25 @@ inline std::string shape_string(Index r, Index c) {
 }
 
 inline std::string message(const char* where, const Problem& p) {
-  std::string m = std::string(where) + ": ";
-  if (p.expected_name) {  // an argument of the wrong kind
-    m += std::string(p.arg) + " comes from " + (p.actual_name ? p.actual_name() : std::string("nothing")) +
-         ", expected " + p.expected_name();
-  } else if (p.value) {  // a value against its bound
-    m += std::string(p.arg) + " is " + std::to_string(p.rows) + ", expected " + p.relation +
-         std::to_string(p.expected_rows);
-  } else if (p.status == Status::non_finite) {
-    m += std::string(p.arg) + " holds a non-finite value at row " + std::to_string(p.rows) +
-         ", column " + std::to_string(p.cols) + ", expected finite values";
-  } else {
-    m += std::string(p.arg) + " is " + shape_string(p.rows, p.cols) + ", expected " +
-         shape_string(p.expected_rows, p.expected_cols);
+  std::string m = std::string(where) + ": " + p.arg;
+  switch (p.kind) {
+    case Problem::Kind::shape:
+      m += " is " + shape_string(p.rows, p.cols) + ", expected " + shape_string(p.expected_rows, p.expected_cols);
+      break;
+    case Problem::Kind::size:
+      m += ".size() is " + std::to_string(p.rows) + ", expected " + std::to_string(p.expected_rows);
+      break;
+    case Problem::Kind::value:
+      m += " is " + std::to_string(p.rows) + ", expected " + p.relation + std::to_string(p.expected_rows);
+      break;
+    case Problem::Kind::non_finite:
+      m += " holds a non-finite value at row " + std::to_string(p.rows) + ", column " + std::to_string(p.cols) +
+           ", expected finite values";
+      break;
+    case Problem::Kind::wrong_kind:
+      m += " comes from " + (p.actual_name ? p.actual_name() : std::string("nothing")) + ", expected " +
+           (p.expected_name ? p.expected_name() : std::string("nothing"));
+      break;
   }
   if (*p.rule) m += std::string(" (") + p.rule + ")";
   return m;
@@ -58,18 +74,61 @@ inline std::string message(const char* where, const Problem& p) {
   ABC_THROW(config_error(message(where, p)));
 }
 
+// A matrix argument of shape [r x c] where [er x ec] is expected; empty when they agree.
 inline Problem shape_problem(const char* arg, Index r, Index c, Index er, Index ec,
                              const char* rule) noexcept {
   Problem p;
-  if (r != er || c != ec) p = Problem{Status::shape_mismatch, arg, rule, r, c, er, ec};
+  if (r == er && c == ec) return p;
+  p.status = Status::shape_mismatch;
+  p.kind = Problem::Kind::shape;
+  p.arg = arg;
+  p.rule = rule;
+  p.rows = r;
+  p.cols = c;
+  p.expected_rows = er;
+  p.expected_cols = ec;
   return p;
 }
 
-// A value outside its bound: "<arg> is <value>, expected <relation><expected> (<rule>)".
+// A vector argument of n entries where `expected` are; empty when they agree. Reported by its
+// size: a vector has no second dimension to print.
+inline Problem size_problem(const char* arg, Index n, Index expected, const char* rule) noexcept {
+  Problem p;
+  if (n == expected) return p;
+  p.status = Status::shape_mismatch;
+  p.kind = Problem::Kind::size;
+  p.arg = arg;
+  p.rule = rule;
+  p.rows = n;
+  p.expected_rows = expected;
+  return p;
+}
+
+// A value outside its bound: "<arg> is <value>, expected <relation><expected> (<rule>)". The
+// caller has decided it fails: this only records it.
 inline Problem value_problem(Status s, const char* arg, Index value, const char* relation,
                              Index expected, const char* rule) noexcept {
-  Problem p{s, arg, rule, value, 0, expected, 0, relation};
-  p.value = true;
+  Problem p;
+  p.status = s;
+  p.kind = Problem::Kind::value;
+  p.arg = arg;
+  p.rule = rule;
+  p.rows = value;
+  p.expected_rows = expected;
+  p.relation = relation;
+  return p;
+}
+
+// An argument that belongs to the wrong kind of thing (a State made by another control type).
+inline Problem wrong_kind_problem(Status s, const char* arg, std::string (*actual_name)(),
+                                  std::string (*expected_name)(), const char* rule) noexcept {
+  Problem p;
+  p.status = s;
+  p.kind = Problem::Kind::wrong_kind;
+  p.arg = arg;
+  p.rule = rule;
+  p.actual_name = actual_name;
+  p.expected_name = expected_name;
   return p;
 }
 
@@ -137,7 +196,15 @@ Problem finite_problem(const char* arg, const Eigen::MatrixBase<Derived>& m) noe
   if (acc == T(0)) return {};
   for (Index i = 0; i < m.rows(); ++i)
     for (Index j = 0; j < m.cols(); ++j)
-      if (!std::isfinite(m(i, j))) return Problem{Status::non_finite, arg, "", i, j, 0, 0};
+      if (!std::isfinite(m(i, j))) {
+        Problem p;
+        p.status = Status::non_finite;
+        p.kind = Problem::Kind::non_finite;
+        p.arg = arg;
+        p.rows = i;
+        p.cols = j;
+        return p;
+      }
   return {};
 }
 

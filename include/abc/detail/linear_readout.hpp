@@ -56,20 +56,36 @@ void step_linear(Matrix<T>& values, T* z, T* phi_q, const T* a, const T* w, cons
   divide_by_denominator(out, dv, den, floor);
 }
 
+// A read of the memory step_linear has just advanced, by another query head sharing it: the same
+// operations as step_linear's read, without the update (Ṽ is only read).
+template <class T>
+void read_linear(Matrix<T>& values, const T* z, T* phi_q, T floor, T* out, Index dv) {
+  const Index n = values.rows();
+  floor *= balance_features(phi_q, n);
+  // Without the update, the decay, write and value rows are not read: any valid pointers do.
+  kernel::rows_axpy<false>(values.data(), dv, n, dv, phi_q, phi_q, out, phi_q, out);
+  T den = T(0);
+  for (Index l = 0; l < n; ++l) den += phi_q[l] * z[l];
+  divide_by_denominator(out, dv, den, floor);
+}
+
 // Causal outputs of one chunk under the linear readout, then (Ṽ, z) advanced to the chunk's end.
 // As causal_chunk, with the query features p_t = φ(q_t) in place of the softmax:
 //   num_t = (p_t ⊙ D_t)ᵀ Ṽ_prev + Σ_{i≤t} (E_t[i]·p_t) v_i,
 //   den_t = (p_t ⊙ D_t)·z_prev  + Σ_{i≤t} (E_t[i]·p_t).
-template <class T>
+// `heads` query heads read the memory: head g's features are in ws.read(g).prev (its [c × n] rows,
+// scaled in place) and its outputs go to output(g).
+template <class T, class OutputOf>
 void causal_chunk_linear(Matrix<T>& values, Eigen::Ref<Vector<T>> z, ChunkWorkspace<T>& ws, Index c,
-                         bool has_decay, Eigen::Ref<Matrix<T>> phi_q, const Eigen::Ref<const Matrix<T>>& v,
-                         T floor, Eigen::Ref<Matrix<T>> out) {
+                         bool has_decay, Index heads, const OutputOf& output, const Eigen::Ref<const Matrix<T>>& v,
+                         T floor) {
   auto eff = ws.eff.topRows(c);
-  auto mix = ws.mix.topLeftCorner(c, c);
-  auto pd = ws.pd.topRows(c);
-  mix.setZero();
+  for (Index g = 0; g < heads; ++g) {
+    ReadScratch<T>& r = ws.read(g);
+    r.mix.topLeftCorner(c, c).setZero();
+    for (Index t = 0; t < c; ++t) r.floors(t) = floor * balance_features(r.prev.row(t).data(), r.prev.cols());
+  }
   ws.dcum.setOnes();
-  for (Index t = 0; t < c; ++t) ws.floors(t) = floor * balance_features(phi_q.row(t).data(), phi_q.cols());
   for (Index t = 0; t < c; ++t) {
     auto a = ws.decay.row(t);
     if (has_decay) {
@@ -77,13 +93,20 @@ void causal_chunk_linear(Matrix<T>& values, Eigen::Ref<Vector<T>> z, ChunkWorksp
       ws.dcum.array() *= a.array();
     }
     eff.row(t) = ws.write.row(t);
-    pd.row(t) = phi_q.row(t).cwiseProduct(ws.dcum);
-    mix.row(t).head(t + 1).noalias() = phi_q.row(t) * eff.topRows(t + 1).transpose();
-    ws.den(t) = pd.row(t).dot(z.transpose()) + mix.row(t).head(t + 1).sum();
+    for (Index g = 0; g < heads; ++g) {
+      ReadScratch<T>& r = ws.read(g);
+      r.pd.row(t) = r.prev.row(t).cwiseProduct(ws.dcum);
+      r.mix.row(t).head(t + 1).noalias() = r.prev.row(t) * eff.topRows(t + 1).transpose();
+      r.den(t) = r.pd.row(t).dot(z.transpose()) + r.mix.row(t).head(t + 1).sum();
+    }
   }
-  out.noalias() = pd * values;
-  out.noalias() += mix * v;
-  for (Index t = 0; t < c; ++t) divide_by_denominator(out.row(t).data(), out.cols(), ws.den(t), ws.floors(t));
+  for (Index g = 0; g < heads; ++g) {
+    ReadScratch<T>& r = ws.read(g);
+    auto out = output(g);
+    out.noalias() = r.pd.topRows(c) * values;
+    out.noalias() += r.mix.topLeftCorner(c, c) * v;
+    for (Index t = 0; t < c; ++t) divide_by_denominator(out.row(t).data(), out.cols(), r.den(t), r.floors(t));
+  }
   if (has_decay) {
     values.array().colwise() *= ws.dcum.transpose().array();
     z.array() *= ws.dcum.transpose().array();

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "../types.hpp"
+
 namespace abc {
 namespace detail {
 
@@ -31,6 +33,14 @@ inline double uniform(std::uint64_t seed, std::uint64_t counter) noexcept {
 inline double normal(std::uint64_t seed, std::uint64_t counter) noexcept {
   const double u1 = uniform(seed, 2 * counter), u2 = uniform(seed, 2 * counter + 1);
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+// Seeded weights: a [rows × cols] matrix of N(0, sd²) entries, entry i (row-major) from counter i.
+template <class T>
+Matrix<T> gaussian_matrix(Index rows, Index cols, double sd, std::uint64_t seed) {
+  Matrix<T> w(rows, cols);
+  for (Index i = 0; i < w.size(); ++i) w.data()[i] = static_cast<T>(sd * normal(seed, static_cast<std::uint64_t>(i)));
+  return w;
 }
 
 }  // namespace detail

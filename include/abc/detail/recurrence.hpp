@@ -76,15 +76,26 @@ void mark_written(bool has_decay, const RowA& a, const RowW& w, std::vector<std:
     mark_slot(written[static_cast<std::size_t>(l)], w(l) != T(0), has_decay && a(l) == T(0));
 }
 
-// Buffers of the chunked kernel, sized once per call.
+// One query head's buffers in the chunked kernels: each head that reads the memory has its own
+// scores against the chunk's keys and the carried memory, and its own mixing weights.
+template <class T>
+struct ReadScratch {
+  Matrix<T> gram, prev, pd, mix;  // linear readout: prev holds the head's query features φ(q)
+  Vector<T> den, floors;          // linear readout: each token's denominator and (scaled) floor
+  ReadScratch(Index chunk, Index n) : gram(chunk, chunk), prev(chunk, n), pd(chunk, n), mix(chunk, chunk), den(chunk), floors(chunk) {}
+};
+
+// Buffers of the chunked kernels, sized once per call: the schedule and effective weights of the
+// chunk's tokens, shared by every head that reads the memory, and one ReadScratch per head.
 template <class T>
 struct ChunkWorkspace {
-  Matrix<T> decay, write, eff, gram, prev, pd, mix;
+  Matrix<T> decay, write, eff;
   Eigen::Matrix<T, 1, Eigen::Dynamic> dcum, scores;
-  Vector<T> den, floors;  // linear readout: each token's denominator and (scaled) floor
-  ChunkWorkspace(Index chunk, Index n)
-      : decay(chunk, n), write(chunk, n), eff(chunk, n), gram(chunk, chunk), prev(chunk, n),
-        pd(chunk, n), mix(chunk, chunk), dcum(n), scores(n), den(chunk), floors(chunk) {}
+  std::vector<ReadScratch<T>> reads;
+  ChunkWorkspace(Index chunk, Index n, Index heads = 1)
+      : decay(chunk, n), write(chunk, n), eff(chunk, n), dcum(n), scores(n),
+        reads(static_cast<std::size_t>(heads), ReadScratch<T>(chunk, n)) {}
+  ReadScratch<T>& read(Index g) noexcept { return reads[static_cast<std::size_t>(g)]; }
 };
 
 // Causal outputs for tokens t0 .. t0 + c − 1 of one chunk, continuing from the memory in `m`, then
@@ -97,19 +108,22 @@ struct ChunkWorkspace {
 // E is advanced by products only (no division, no log): exact for decays of 0 (ring buffers) and
 // for any underflow. Nothing of size N × n × d is stored; the per-token work outside the GEMMs is
 // O(C · n).
-template <class T, class RangeOf>
+//
+// `heads` query heads read the one memory (grouped-query heads sharing their key/value head's):
+// query(g) and output(g) are head g's [c × d] queries and [c × dv] outputs. E, D and the memory
+// update are computed once; each head's reads are exactly those of a memory of its own.
+template <class T, class RangeOf, class QueryOf, class OutputOf>
 void causal_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool has_decay, bool mask,
-                  const RangeOf& range_of, T scale, const Eigen::Ref<const Matrix<T>>& q, const Eigen::Ref<const Matrix<T>>& k,
-                  const Eigen::Ref<const Matrix<T>>& v, Eigen::Ref<Matrix<T>> out) {
+                  const RangeOf& range_of, T scale, Index heads, const QueryOf& query, const OutputOf& output,
+                  const Eigen::Ref<const Matrix<T>>& k, const Eigen::Ref<const Matrix<T>>& v) {
   const Index n = m.keys.rows();
-  auto gram = ws.gram.topLeftCorner(c, c);
-  auto prev = ws.prev.topRows(c);
   auto eff = ws.eff.topRows(c);
-  auto mix = ws.mix.topLeftCorner(c, c);
-  auto pd = ws.pd.topRows(c);
-  gram.noalias() = scale * q * k.transpose();
-  prev.noalias() = scale * q * m.keys.transpose();
-  mix.setZero();
+  for (Index g = 0; g < heads; ++g) {
+    ReadScratch<T>& r = ws.read(g);
+    r.gram.topLeftCorner(c, c).noalias() = scale * query(g) * k.transpose();
+    r.prev.topRows(c).noalias() = scale * query(g) * m.keys.transpose();
+    r.mix.topLeftCorner(c, c).setZero();
+  }
   ws.dcum.setOnes();
   for (Index t = 0; t < c; ++t) {
     auto a = ws.decay.row(t);
@@ -120,20 +134,27 @@ void causal_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool has_deca
     }
     eff.row(t) = w;
     mark_written<T>(has_decay, a, w, m.written);
-    ws.scores.noalias() = gram.row(t).head(t + 1) * eff.topRows(t + 1);
-    if (has_decay)
-      ws.scores.array() += ws.dcum.array() * prev.row(t).array();
-    else
-      ws.scores += prev.row(t);
-    if (softmax_slots(ws.scores.data(), n, m.written.data(), mask, range_of(t))) {
-      pd.row(t) = ws.scores.cwiseProduct(ws.dcum);
-      mix.row(t).head(t + 1).noalias() = ws.scores * eff.topRows(t + 1).transpose();
-    } else {
-      pd.row(t).setZero();
+    for (Index g = 0; g < heads; ++g) {
+      ReadScratch<T>& r = ws.read(g);
+      ws.scores.noalias() = r.gram.row(t).head(t + 1) * eff.topRows(t + 1);
+      if (has_decay)
+        ws.scores.array() += ws.dcum.array() * r.prev.row(t).array();
+      else
+        ws.scores += r.prev.row(t);
+      if (softmax_slots(ws.scores.data(), n, m.written.data(), mask, range_of(t))) {
+        r.pd.row(t) = ws.scores.cwiseProduct(ws.dcum);
+        r.mix.row(t).head(t + 1).noalias() = ws.scores * eff.topRows(t + 1).transpose();
+      } else {
+        r.pd.row(t).setZero();
+      }
     }
   }
-  out.noalias() = pd * m.values;
-  out.noalias() += mix * v;
+  for (Index g = 0; g < heads; ++g) {
+    ReadScratch<T>& r = ws.read(g);
+    auto out = output(g);
+    out.noalias() = r.pd.topRows(c) * m.values;
+    out.noalias() += r.mix.topLeftCorner(c, c) * v;
+  }
   if (has_decay) {
     m.keys.array().colwise() *= ws.dcum.transpose().array();
     m.values.array().colwise() *= ws.dcum.transpose().array();

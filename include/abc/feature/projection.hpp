@@ -44,7 +44,7 @@ class Projection {
       : rows_(D), cols_(d), seed_(seed), sigma_(std::move(sigma)), draw_(draw) {
     detail::require_at_least("abc::feature::Projection", "D", D, 1, "at least one random feature");
     detail::require_at_least("abc::feature::Projection", "d", d, 1, "inputs need a column");
-    if (auto p = detail::shape_problem("sigma", sigma_.rows(), sigma_.cols(), d, 1, "one σ per input dimension"))
+    if (auto p = detail::size_problem("sigma", sigma_.size(), d, "one σ per input dimension"))
       detail::raise("abc::feature::Projection", p);
     if (auto p = detail::finite_problem("sigma", sigma_)) detail::raise("abc::feature::Projection", p);
   }

@@ -224,7 +224,7 @@ class TramsAttention {
     using RowMap = Eigen::Map<const Matrix<Scalar>>;
     Eigen::Map<Matrix<Scalar>> o(out.data(), 1, out.size());
     run(s, RowMap(q.data(), 1, q.size()), RowMap(k.data(), 1, k.size()), RowMap(v.data(), 1, v.size()), o,
-        NoBias{});
+        NoBias{}, true);
   }
 
   /**
@@ -284,26 +284,34 @@ class TramsAttention {
     }
   }
 
+  // `vectors`: q, k, v and out are step's vectors, seen as one-row matrices: reported by their size.
   detail::Problem check(const State& s, const MatrixRef<Scalar>& q, const MatrixRef<Scalar>& k,
-                        const MatrixRef<Scalar>& v, Index out_rows, Index out_cols) const noexcept {
-    using detail::shape_problem;
+                        const MatrixRef<Scalar>& v, Index out_rows, Index out_cols, bool vectors) const noexcept {
+    const auto arg_problem = [vectors](const char* arg, Index r, Index c, Index er, Index ec, const char* rule,
+                                       const char* vector_rule) {
+      return vectors ? detail::size_problem(arg, c, ec, vector_rule) : detail::shape_problem(arg, r, c, er, ec, rule);
+    };
     const Index n = q.rows(), d = s.key_dim(), dv = s.value_dim();
-    if (auto p = shape_problem("state", s.capacity(), d, cfg_.pool, d,
-                               "the state must come from make_state(d, dv) of this attention"))
-      return p;
+    if (s.capacity() != cfg_.pool)  // a count: reported as a value, not as a [capacity x d] shape
+      return detail::value_problem(Status::shape_mismatch, "state.capacity()", s.capacity(), "", cfg_.pool,
+                                   "config.pool: the state must come from make_state(d, dv) of this attention");
     if (s.capacity() < 1)
       return detail::at_least(Status::bad_config, "state.capacity()", s.capacity(), 1,
                               "the state must come from make_state(d, dv)");
     if (score_.key_dim() > 0 && score_.key_dim() != d)
       return detail::value_problem(Status::shape_mismatch, "score.key_dim()", score_.key_dim(), "", d,
                                    "the score's W_Q has one row per key entry: the state's key width");
-    if (auto p = shape_problem("q", q.rows(), q.cols(), n, d, "q.cols() must equal the state's key width"))
+    if (auto p = arg_problem("q", q.rows(), q.cols(), n, d, "q.cols() must equal the state's key width",
+                             "the state's key width"))
       return p;
-    if (auto p = shape_problem("k", k.rows(), k.cols(), n, d, "one key per query, of the state's key width"))
+    if (auto p = arg_problem("k", k.rows(), k.cols(), n, d, "one key per query, of the state's key width",
+                             "the state's key width"))
       return p;
-    if (auto p = shape_problem("v", v.rows(), v.cols(), n, dv, "one value per query, of the state's value width"))
+    if (auto p = arg_problem("v", v.rows(), v.cols(), n, dv, "one value per query, of the state's value width",
+                             "the state's value width"))
       return p;
-    if (auto p = shape_problem("out", out_rows, out_cols, n, dv, "the output buffer holds one row per query"))
+    if (auto p = arg_problem("out", out_rows, out_cols, n, dv, "the output buffer holds one row per query",
+                             "the state's value width"))
       return p;
     if (auto p = detail::finite_problem("q", q)) return p;
     if (auto p = detail::finite_problem("k", k)) return p;
@@ -313,8 +321,8 @@ class TramsAttention {
 
   template <class Bias>
   void run(State& s, const MatrixRef<Scalar>& q, const MatrixRef<Scalar>& k, const MatrixRef<Scalar>& v,
-           MatrixOut<Scalar> out, const Bias& bias) const {
-    if (auto p = check(s, q, k, v, out.rows(), out.cols())) detail::raise("abc::select::TramsAttention", p);
+           MatrixOut<Scalar> out, const Bias& bias, bool vectors = false) const {
+    if (auto p = check(s, q, k, v, out.rows(), out.cols(), vectors)) detail::raise("abc::select::TramsAttention", p);
     const Index n = q.rows(), d = s.key_dim(), dv = s.value_dim();
     std::vector<Index>& a = s.order_;
     select_into(s, a);
