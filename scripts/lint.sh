@@ -3,7 +3,7 @@
 # translation unit that includes <abc/abc.hpp>, and cppcheck over the same. Fails on any finding.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --tests
 tu=$(mktemp --suffix=.cpp)
 trap 'rm -f "$tu"' EXIT
 printf '#include <abc/abc.hpp>\nint main() { return 0; }\n' >"$tu"

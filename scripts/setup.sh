@@ -1,18 +1,33 @@
 #!/usr/bin/env bash
-# abc: install every Debian package the build, tests, benchmarks and examples need.
+# abc: install the Debian packages abc needs.
+#   scripts/setup.sh           what building abc and running `compare` need (scripts/compare.sh)
+#   scripts/setup.sh --tests   everything the tests, sanitizers, fuzzers, benchmarks, examples and
+#                              docs need as well (scripts/test.sh)
 # Idempotent: packages already present are not touched, and nothing is printed for them.
 set -euo pipefail
 
 packages=(
-  cmake g++ clang pkg-config            # compilers and build (pkg-config: a consumer test)
+  cmake g++                             # compiler and build
   libeigen3-dev libxsimd-dev xtl-dev    # the library's own dependencies
-  catch2 libbenchmark-dev               # tests and benchmarks
-  python3-numpy python3-matplotlib      # bench plots and interop checks
-  libclang-rt-14-dev clang-tidy cppcheck  # sanitizers, libFuzzer, static analysis (scripts/test.sh)
-  libomp-14-dev                         # OpenMP for clang, with Archer for ThreadSanitizer
-  python3-torch                         # examples/pytorch_interop (reference written in PyTorch)
-  doxygen                               # the API reference (the `docs` target, checked by scripts/test.sh)
 )
+case "${1:-}" in
+  "") ;;
+  --tests)
+    packages+=(
+      clang pkg-config                      # the sanitizer stages; a pkg-config consumer test
+      catch2 libbenchmark-dev               # tests and benchmarks
+      python3-numpy python3-matplotlib      # bench plots and interop checks
+      libclang-rt-14-dev clang-tidy cppcheck  # sanitizers, libFuzzer, static analysis (scripts/test.sh)
+      libomp-14-dev                         # OpenMP for clang, with Archer for ThreadSanitizer
+      python3-torch                         # examples/pytorch_interop (reference written in PyTorch)
+      doxygen                               # the API reference (the `docs` target, checked by scripts/test.sh)
+    )
+    ;;
+  *)
+    echo "abc setup: unknown option '$1', expected nothing or --tests" >&2
+    exit 2
+    ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

@@ -16,7 +16,7 @@
 # Stages 2–7 can be skipped with ABC_TEST_QUICK=1 (stage 1 only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --tests
 build=${ABC_BUILD_DIR:-build}
 jobs=$(nproc)
 stage() { printf '\n==== abc test: %s ====\n' "$*"; }
