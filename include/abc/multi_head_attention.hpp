@@ -361,8 +361,13 @@ class MultiHeadAttention {
   template <class KeyMap>
   Eigen::Ref<const Matrix<T>> input_of(Index b, Index m, const Tensor* x, const std::vector<Matrix<T>>& logits,
                                        const KeyMap& k) const {
-    if (!logits.empty())
-      return logits[std::size_t(b)].middleCols(logit_at_[std::size_t(m)], logit_at_[std::size_t(m) + 1] - logit_at_[std::size_t(m)]);
+    if (!logits.empty()) {
+      const Matrix<T>& l = logits[std::size_t(b)];
+      const Index at = logit_at_[std::size_t(m)], cols = logit_at_[std::size_t(m) + 1] - at;
+      // A sequence of no tokens has logits with no buffer, which no offset may be added to.
+      if (l.rows() == 0) return Eigen::Map<const Matrix<T>>(nullptr, 0, cols);
+      return l.middleCols(at, cols);
+    }
     if (x) return x->head(b, x->heads() == 1 ? 0 : m);
     return k;
   }
