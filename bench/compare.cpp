@@ -65,6 +65,9 @@ sizes:
                 (default 1)
   --repeat r    timed runs per row; the median is shown (default 5)
   --noncausal   run forward() (every query reads all N tokens) instead of forward_causal()
+  --isa NAME    the kernels to run: sse2, fma3_avx2 or avx512bw (default: the widest this CPU
+                runs). compare carries one copy of itself per instruction set and picks one at
+                start (docs/simd.md); the first line of its output names the one running.
   --help        this text
 
 rows: softmax (exact) is abc::SoftmaxAttention, the reference every error is measured against.
@@ -160,6 +163,11 @@ Config parse(int argc, char** argv) {
       c.repeat = int(integer("--repeat", value(), 1, 1000));
     } else if (opt == "--seed") {
       c.seed = std::uint64_t(integer("--seed", value(), 0, LLONG_MAX));
+    } else if (opt == "--isa") {
+      // compare_dispatch.cpp has chosen the copy that runs from the same option: it is this one.
+      const std::string isa = value();
+      if (isa != abc::simd_arch())
+        usage_error("--isa " + isa + ": this compare carries only the " + abc::simd_arch() + " kernels");
     } else if (opt == "--noncausal") {
       c.causal = false;
     } else if (opt == "--workload") {
@@ -515,6 +523,7 @@ int run(const Config& cfg) {
   const double exact_rms = std::sqrt(double(exact.squaredNorm()) / double(exact.size()));
   std::printf("abc compare: %s attention, N = %ld, d = %ld, dv = %ld, n = %ld, float, median of %d (one thread)\n",
               cfg.causal ? "causal" : "non-causal", long(N), long(d), long(dv), long(n), cfg.repeat);
+  std::printf("kernels: %s (this CPU: %s)\n", abc::simd_arch(), abc::cpu_simd_arch());
   std::printf("workload: %s\n%s\n\n", w.what.c_str(), attention_shape(q, k, n, cfg.causal).c_str());
   std::printf("%-20s %10s %9s %12s %10s %10s %9s\n", "control", "time ms", "speed-up", "state bytes", "max err",
               "rms err", "rel err");
@@ -530,7 +539,15 @@ int run(const Config& cfg) {
 
 }  // namespace
 
+// Built once per instruction set (bench/CMakeLists.txt), each copy is compare_main_<isa>, called by
+// compare_dispatch.cpp's main; built alone, it is the program's main.
+#ifdef ABC_COMPARE_DISPATCHED
+#  define ABC_COMPARE_MAIN ABC_ISA_CAT(compare_main_, ABC_ISA)
+int ABC_COMPARE_MAIN(int argc, char** argv);
+int ABC_COMPARE_MAIN(int argc, char** argv) {
+#else
 int main(int argc, char** argv) {
+#endif
   const Config cfg = parse(argc, argv);
   try {
     return run(cfg);

@@ -22,4 +22,6 @@ int main() {
   abc::Vector<float> o_t = mlp.step(state, q.row(0), k.row(0), v.row(0));
 
   std::cout << out.rows() << 'x' << out.cols() << ' ' << out_mlp(0, 0) << ' ' << o_t(0) << '\n';
+  // The kernels this file was compiled for, and the widest this CPU runs (docs/simd.md).
+  std::cout << "kernels: " << abc::simd_arch() << " (this CPU: " << abc::cpu_simd_arch() << ")\n";
 }

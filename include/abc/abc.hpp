@@ -13,6 +13,7 @@
 #include "options.hpp"
 #include "readout.hpp"
 #include "schedule.hpp"
+#include "simd_arch.hpp"
 #include "softmax_attention.hpp"
 #include "state.hpp"
 #include "state_io.hpp"

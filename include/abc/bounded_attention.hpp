@@ -16,10 +16,11 @@
 #include "detail/recurrence.hpp"
 #include "kernel/rows.hpp"
 #include "options.hpp"
+#include "simd_arch.hpp"
 #include "state.hpp"
 #include "types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 
 /**
  * \brief Attention whose memory has a fixed number of slots, written by a control policy.
@@ -89,6 +90,7 @@ class BoundedAttention {
   /// \throws config_error if the control has no slot or the scale is not finite and positive.
   explicit BoundedAttention(Control control, Options options = {})
       : control_(std::move(control)), options_(options) {
+    detail::advise_isa_once();
     detail::require_scale("abc::BoundedAttention", "options.scale", options_.scale);
     detail::Problem p;
     if (control_.num_slots() < 1)
@@ -743,4 +745,4 @@ class BoundedAttention {
   Options options_;
 };
 
-}  // namespace abc
+ABC_NAMESPACE_END

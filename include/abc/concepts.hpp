@@ -66,7 +66,7 @@
 // updates as it goes. A schedule must not fail: capacity is checked through
 // max_tokens() before any state is touched.
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace detail {
 
 template <class C, class = void>
@@ -292,4 +292,4 @@ template <class C>
 concept ControlPolicy = is_control_policy_v<C>;
 #endif
 
-}  // namespace abc
+ABC_NAMESPACE_END

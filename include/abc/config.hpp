@@ -46,3 +46,81 @@
        } while (false)
 #  endif
 #endif
+
+// The instruction set this translation unit is compiled for, as xsimd's default architecture
+// names it (kernel/simd.hpp), or scalar. Every abc entity lives in an inline namespace named after
+// it (abc::isa_avx512bw::BoundedAttention, spelled abc::BoundedAttention), so translation units
+// built with different -march flags instantiate different symbols: the linker cannot merge an
+// AVX-512 copy of a kernel into a baseline translation unit, and one program may mix them
+// (docs/simd.md). Only the flags' effect on xsimd's choice is named: flags that leave it unchanged
+// give code that runs on the same CPUs.
+#if !defined(ABC_NO_SIMD)
+#  include <xsimd/config/xsimd_config.hpp>
+#endif
+#if defined(ABC_NO_SIMD)
+#  define ABC_ISA scalar
+#elif XSIMD_WITH_AVX512BW
+#  define ABC_ISA avx512bw
+#elif XSIMD_WITH_AVX512DQ
+#  define ABC_ISA avx512dq
+#elif XSIMD_WITH_AVX512CD
+#  define ABC_ISA avx512cd
+#elif XSIMD_WITH_AVX512F
+#  define ABC_ISA avx512f
+#elif XSIMD_WITH_FMA3_AVX2
+#  define ABC_ISA fma3_avx2
+#elif XSIMD_WITH_AVX2
+#  define ABC_ISA avx2
+#elif XSIMD_WITH_FMA3_AVX
+#  define ABC_ISA fma3_avx
+#elif XSIMD_WITH_AVX
+#  define ABC_ISA avx
+#elif XSIMD_WITH_FMA4
+#  define ABC_ISA fma4
+#elif XSIMD_WITH_FMA3_SSE
+#  define ABC_ISA fma3_sse4_2
+#elif XSIMD_WITH_SSE4_2
+#  define ABC_ISA sse4_2
+#elif XSIMD_WITH_SSE4_1
+#  define ABC_ISA sse4_1
+#elif XSIMD_WITH_SSSE3
+#  define ABC_ISA ssse3
+#elif XSIMD_WITH_SSE3
+#  define ABC_ISA sse3
+#elif XSIMD_WITH_SSE2
+#  define ABC_ISA sse2
+#elif XSIMD_WITH_NEON64
+#  define ABC_ISA neon64
+#elif XSIMD_WITH_NEON
+#  define ABC_ISA neon
+#else
+#  define ABC_ISA scalar  // no instruction set xsimd knows: kernel/simd.hpp turns the SIMD kernels off
+#endif
+
+#define ABC_ISA_CAT_(a, b) a##b
+#define ABC_ISA_CAT(a, b) ABC_ISA_CAT_(a, b)
+#define ABC_ISA_STR_(a) #a
+#define ABC_ISA_STR(a) ABC_ISA_STR_(a)
+/// The inline namespace of this translation unit's instruction set (isa_avx512bw, isa_sse2, ...).
+#define ABC_ISA_NAMESPACE ABC_ISA_CAT(isa_, ABC_ISA)
+/// Opens and closes namespace abc with its instruction-set inline namespace.
+#define ABC_NAMESPACE_BEGIN \
+  namespace abc {           \
+  inline namespace ABC_ISA_NAMESPACE {
+#define ABC_NAMESPACE_END \
+  }                       \
+  }
+
+// Eigen's heap alignment is part of its ABI: Eigen::internal::aligned_malloc and aligned_free are
+// one symbol across a program, and a translation unit built for SSE2 (16-byte alignment, plain
+// malloc) and one built for AVX-512 (64 bytes, an offset stored before the block) disagree on what
+// a pointer is, so one frees what the other allocated wrongly. abc fixes both alignments at 64
+// bytes, the widest any x86 build asks for, unless the program chose: the abc::abc CMake target and
+// the pkg-config file define them on the command line, which also covers translation units that
+// include Eigen before abc.
+#if !defined(EIGEN_MAX_ALIGN_BYTES) && !defined(EIGEN_WORLD_VERSION)
+#  define EIGEN_MAX_ALIGN_BYTES 64
+#endif
+#if !defined(EIGEN_MAX_STATIC_ALIGN_BYTES) && !defined(EIGEN_WORLD_VERSION)
+#  define EIGEN_MAX_STATIC_ALIGN_BYTES 64
+#endif

@@ -2,10 +2,12 @@
 // abc: bounded-memory attention. Error types thrown at the public boundary, and Status.
 #pragma once
 
+#include "config.hpp"
+
 #include <stdexcept>
 #include <string>
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 
 /// An argument has the wrong shape; the message names it, the expected and the actual shape.
 class shape_error : public std::invalid_argument {
@@ -39,4 +41,4 @@ inline const char* to_string(Status s) noexcept {
   return "unknown status";
 }
 
-}  // namespace abc
+ABC_NAMESPACE_END

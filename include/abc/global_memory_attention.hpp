@@ -15,7 +15,7 @@
 #include "local_pattern.hpp"
 #include "types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 
 /**
  * \brief GMAT (Gupta and Berant): M memory tokens and L main tokens, one layer of one head.
@@ -198,4 +198,4 @@ class GlobalMemoryAttention {
   double scale_;
 };
 
-}  // namespace abc
+ABC_NAMESPACE_END

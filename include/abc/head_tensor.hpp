@@ -11,7 +11,7 @@
 #include "error.hpp"
 #include "types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 
 /**
  * \brief A view of per-head token rows: element (b, s, h, j) of sequence b, token s, head h,
@@ -170,4 +170,4 @@ class HeadTensor {
   std::vector<Index> starts_, lengths_;
 };
 
-}  // namespace abc
+ABC_NAMESPACE_END

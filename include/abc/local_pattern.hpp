@@ -12,7 +12,7 @@
 #include "error.hpp"
 #include "types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 
 /**
  * \brief The main → main sparsity of GlobalMemoryAttention (GMAT's mask B): each main token i
@@ -86,4 +86,4 @@ class LocalPattern {
   Index a_, b_;
 };
 
-}  // namespace abc
+ABC_NAMESPACE_END

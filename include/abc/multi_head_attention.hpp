@@ -16,7 +16,7 @@
 #include "detail/control_check.hpp"
 #include "head_tensor.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 
 /**
  * \brief BoundedAttention over every (sequence, head) of a batch, in the layouts transformers use.
@@ -559,4 +559,4 @@ class MultiHeadAttention {
   std::vector<Index> logit_at_;  // memory m's logits are columns [logit_at_[m], logit_at_[m + 1])
 };
 
-}  // namespace abc
+ABC_NAMESPACE_END

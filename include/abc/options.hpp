@@ -4,7 +4,7 @@
 
 #include "types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 
 /// What a slot that has never been written contributes to a softmax read.
 enum class EmptySlots {
@@ -38,4 +38,4 @@ struct Options {
   Index chunk = 16;
 };
 
-}  // namespace abc
+ABC_NAMESPACE_END

@@ -2,7 +2,9 @@
 // abc: bounded-memory attention. abc::Readout, how queries read the memory.
 #pragma once
 
-namespace abc {
+#include "config.hpp"
+
+ABC_NAMESPACE_BEGIN
 
 /// How a query reads the n-slot memory; a control states it as `static constexpr Readout readout`.
 enum class Readout {
@@ -14,4 +16,4 @@ enum class Readout {
   linear,
 };
 
-}  // namespace abc
+ABC_NAMESPACE_END

@@ -6,7 +6,7 @@
 
 #include "types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 
 /// One slot touched by a sparse write: K̃[slot] ← decay · K̃[slot] + weight · k.
 template <class T>
@@ -55,4 +55,4 @@ using PositionsRow = Eigen::Matrix<Index, 1, Eigen::Dynamic>;
 using PositionsOut = Eigen::Ref<PositionsRow>;
 using PositionsRef = Eigen::Ref<const PositionsRow>;
 
-}  // namespace abc
+ABC_NAMESPACE_END

@@ -9,9 +9,10 @@
 #include "config.hpp"
 #include "detail/check.hpp"
 #include "kernel/exp_sum.hpp"
+#include "simd_arch.hpp"
 #include "types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 
 /**
  * \brief Exact softmax attention, `softmax(scale · Q Kᵀ) V`, causal or not: the baseline every
@@ -37,6 +38,7 @@ class SoftmaxAttention {
 
   /// `scale` 0 means 1/sqrt(d). \throws config_error if it is negative or not finite.
   explicit SoftmaxAttention(double scale = 0.0) : scale_(scale) {
+    detail::advise_isa_once();
     detail::require_scale("abc::SoftmaxAttention", "scale", scale);
   }
 
@@ -126,4 +128,4 @@ class SoftmaxAttention {
   double scale_;
 };
 
-}  // namespace abc
+ABC_NAMESPACE_END

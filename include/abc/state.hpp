@@ -13,7 +13,7 @@
 #include "schedule.hpp"
 #include "types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 
 namespace detail {
 struct StateAccess;  // serialisation (abc/state_io.hpp) reads and rebuilds the members
@@ -141,4 +141,4 @@ class State {
   Matrix<T> scratch_;
 };
 
-}  // namespace abc
+ABC_NAMESPACE_END

@@ -17,7 +17,7 @@
 #include "detail/check.hpp"
 #include "state.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace detail {
 
 struct StateAccess {
@@ -247,4 +247,4 @@ void load_state(const BoundedAttention<Control>& attn, const std::vector<std::ui
   load_state(attn, blob.data(), blob.size(), dst);
 }
 
-}  // namespace abc
+ABC_NAMESPACE_END

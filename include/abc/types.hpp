@@ -2,9 +2,11 @@
 // abc: bounded-memory attention. Eigen aliases used across the public API.
 #pragma once
 
+#include "config.hpp"
+
 #include <Eigen/Core>
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 
 using Index = Eigen::Index;
 
@@ -32,4 +34,4 @@ using VectorRef = Eigen::Ref<const Vector<T>>;
 template <class T>
 using VectorOut = Eigen::Ref<Vector<T>>;
 
-}  // namespace abc
+ABC_NAMESPACE_END

@@ -16,7 +16,7 @@
 #include "../schedule.hpp"
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 
 /// What Cluster::kmeans returns. `status` is Status::ok when the assignments stopped changing and
 /// Status::no_convergence when the iteration cap was hit first (a result, not an error).
@@ -234,4 +234,4 @@ class Cluster {
 };
 
 }  // namespace control
-}  // namespace abc
+ABC_NAMESPACE_END

@@ -7,7 +7,7 @@
 #include "../schedule.hpp"
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace control {
 
 /**
@@ -58,4 +58,4 @@ class Compressive {
 };
 
 }  // namespace control
-}  // namespace abc
+ABC_NAMESPACE_END

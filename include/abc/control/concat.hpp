@@ -16,7 +16,7 @@
 #include "../schedule.hpp"
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace control {
 
 /**
@@ -197,4 +197,4 @@ class Concat {
 };
 
 }  // namespace control
-}  // namespace abc
+ABC_NAMESPACE_END

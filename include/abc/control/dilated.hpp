@@ -9,7 +9,7 @@
 #include "../schedule.hpp"
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace control {
 
 /**
@@ -63,4 +63,4 @@ class Dilated {
 };
 
 }  // namespace control
-}  // namespace abc
+ABC_NAMESPACE_END

@@ -18,7 +18,7 @@
 #include "../schedule.hpp"
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace control {
 
 /**
@@ -168,4 +168,4 @@ class Gated {
 };
 
 }  // namespace control
-}  // namespace abc
+ABC_NAMESPACE_END

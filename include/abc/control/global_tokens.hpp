@@ -13,7 +13,7 @@
 #include "../schedule.hpp"
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace control {
 
 /**
@@ -85,4 +85,4 @@ class GlobalTokens {
 };
 
 }  // namespace control
-}  // namespace abc
+ABC_NAMESPACE_END

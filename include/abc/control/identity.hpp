@@ -7,7 +7,7 @@
 #include "../schedule.hpp"
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace control {
 
 /**
@@ -52,4 +52,4 @@ class Identity {
 };
 
 }  // namespace control
-}  // namespace abc
+ABC_NAMESPACE_END

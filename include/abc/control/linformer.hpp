@@ -12,7 +12,7 @@
 #include "../detail/random.hpp"
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace control {
 
 /**
@@ -78,4 +78,4 @@ class Linformer {
 };
 
 }  // namespace control
-}  // namespace abc
+ABC_NAMESPACE_END

@@ -14,7 +14,7 @@
 #include "../kernel/online_normalise.hpp"
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace control {
 
 /// The activation α = act(s) that turns slot logits into write mass.
@@ -169,4 +169,4 @@ class Mlp {
 };
 
 }  // namespace control
-}  // namespace abc
+ABC_NAMESPACE_END

@@ -15,7 +15,7 @@
 #include "../readout.hpp"
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace control {
 
 /**
@@ -130,4 +130,4 @@ class RandomFeature {
 };
 
 }  // namespace control
-}  // namespace abc
+ABC_NAMESPACE_END

@@ -10,7 +10,7 @@
 #include "../schedule.hpp"
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace control {
 
 /**
@@ -61,4 +61,4 @@ class RandomSlot {
 };
 
 }  // namespace control
-}  // namespace abc
+ABC_NAMESPACE_END

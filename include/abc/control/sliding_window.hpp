@@ -7,7 +7,7 @@
 #include "../schedule.hpp"
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace control {
 
 /**
@@ -55,4 +55,4 @@ class SlidingWindow {
 };
 
 }  // namespace control
-}  // namespace abc
+ABC_NAMESPACE_END

@@ -13,7 +13,7 @@
 #include "../kernel/forget_gate.hpp"
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace control {
 
 /**
@@ -149,4 +149,4 @@ template <class T, class... Rest>
 SlotGates(Matrix<T>, Rest...) -> SlotGates<T>;
 
 }  // namespace control
-}  // namespace abc
+ABC_NAMESPACE_END

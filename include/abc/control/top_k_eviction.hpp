@@ -13,7 +13,7 @@
 #include "../select/key_score.hpp"
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace control {
 
 /**
@@ -115,4 +115,4 @@ class TopKEviction {
 };
 
 }  // namespace control
-}  // namespace abc
+ABC_NAMESPACE_END

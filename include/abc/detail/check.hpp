@@ -10,7 +10,7 @@
 #include "../error.hpp"
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace detail {
 
 // A failed check, kept allocation-free so validate() can be noexcept; the message is built only
@@ -209,4 +209,4 @@ Problem finite_problem(const char* arg, const Eigen::MatrixBase<Derived>& m) noe
 }
 
 }  // namespace detail
-}  // namespace abc
+ABC_NAMESPACE_END

@@ -10,7 +10,7 @@
 #include "../schedule.hpp"
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace detail {
 
 // C::max_writes for a sparse control, 0 for a dense one (so sums over parts stay well-formed).
@@ -90,4 +90,4 @@ const char* slot_state_problem_of(const C& c, MatrixRef<typename C::scalar_type>
 }
 
 }  // namespace detail
-}  // namespace abc
+ABC_NAMESPACE_END

@@ -4,7 +4,7 @@
 
 #include "check.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace detail {
 
 // Throws config_error "<who>: <arg> is <value>, expected at least <least> (<rule>)" when value < least.
@@ -14,4 +14,4 @@ inline void require_at_least(const char* who, const char* arg, Index value, Inde
 }
 
 }  // namespace detail
-}  // namespace abc
+ABC_NAMESPACE_END

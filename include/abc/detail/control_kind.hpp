@@ -7,7 +7,7 @@
 
 #include "../concepts.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace detail {
 
 // One per control type: a State records the kind of the control whose make_state (or load_state)
@@ -28,6 +28,10 @@ std::string compiler_name() {
 #else
   std::string name = "a user control";
 #endif
+  // Without the instruction-set inline namespace, so that the name, like a blob's tag, is the same
+  // in every build.
+  const std::string isa = ABC_ISA_STR(ABC_ISA_NAMESPACE) "::";
+  for (auto pos = name.find(isa); pos != std::string::npos; pos = name.find(isa)) name.erase(pos, isa.size());
   std::string out;
   for (char c : name)
     if (c != ' ') out += c;
@@ -51,4 +55,4 @@ inline bool same_kind(const ControlKind* a, const ControlKind* b) {
 }
 
 }  // namespace detail
-}  // namespace abc
+ABC_NAMESPACE_END

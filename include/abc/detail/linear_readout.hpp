@@ -9,7 +9,7 @@
 #include "../types.hpp"
 #include "recurrence.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace detail {
 
 // The readout φ(q)ᵀṼ / φ(q)·z is a ratio, unchanged when φ(q) is scaled by any positive factor. A
@@ -149,4 +149,4 @@ void read_all_linear(const Matrix<T>& values, const Eigen::Ref<const Vector<T>>&
 }
 
 }  // namespace detail
-}  // namespace abc
+ABC_NAMESPACE_END

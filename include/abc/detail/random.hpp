@@ -7,7 +7,7 @@
 
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace detail {
 
 // SplitMix64 finaliser: a bijective mix, so hash(seed, i) is a counter-based generator. Parallel,
@@ -44,4 +44,4 @@ Matrix<T> gaussian_matrix(Index rows, Index cols, double sd, std::uint64_t seed)
 }
 
 }  // namespace detail
-}  // namespace abc
+ABC_NAMESPACE_END

@@ -8,7 +8,7 @@
 #include "../kernel/exp_sum.hpp"
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace detail {
 
 // The slots a query may read: [lo, hi), and [lo2, hi2) when that second range is not empty. All of
@@ -60,4 +60,4 @@ bool softmax_slots(T* logits, Index n, const std::uint8_t* written, bool mask, S
 }
 
 }  // namespace detail
-}  // namespace abc
+ABC_NAMESPACE_END

@@ -10,7 +10,7 @@
 #include "../types.hpp"
 #include "readout.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace detail {
 
 // The mutable parts of a State, as the kernels see them.
@@ -197,4 +197,4 @@ void read_all(const Matrix<T>& keys, const Matrix<T>& values, const std::vector<
 }
 
 }  // namespace detail
-}  // namespace abc
+ABC_NAMESPACE_END

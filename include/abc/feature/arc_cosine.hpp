@@ -10,7 +10,7 @@
 #include "../types.hpp"
 #include "input_norm.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace feature {
 
 /**
@@ -62,4 +62,4 @@ class ArcCosine {
 };
 
 }  // namespace feature
-}  // namespace abc
+ABC_NAMESPACE_END

@@ -7,7 +7,7 @@
 
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace feature {
 
 /**
@@ -77,4 +77,4 @@ void project_direction(MatrixRef<T> x, const Matrix<T>& w, feature::InputNorm no
 }
 
 }  // namespace detail
-}  // namespace abc
+ABC_NAMESPACE_END

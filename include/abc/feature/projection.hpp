@@ -12,7 +12,7 @@
 #include "../detail/random.hpp"
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace feature {
 
 /// How the rows w̃ of W are drawn.
@@ -89,4 +89,4 @@ class Projection {
 };
 
 }  // namespace feature
-}  // namespace abc
+ABC_NAMESPACE_END

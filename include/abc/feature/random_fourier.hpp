@@ -10,7 +10,7 @@
 #include "../types.hpp"
 #include "input_norm.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace feature {
 
 /**
@@ -68,4 +68,4 @@ class RandomFourier {
 };
 
 }  // namespace feature
-}  // namespace abc
+ABC_NAMESPACE_END

@@ -9,7 +9,7 @@
 #include "scalar.hpp"
 #include "simd.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace kernel {
 
 /**
@@ -51,4 +51,4 @@ T exp_sum(T* x, Index n, T shift) noexcept {
 }
 
 }  // namespace kernel
-}  // namespace abc
+ABC_NAMESPACE_END

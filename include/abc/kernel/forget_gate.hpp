@@ -8,7 +8,7 @@
 #include "scalar.hpp"
 #include "simd.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace kernel {
 
 /**
@@ -63,4 +63,4 @@ void forget_gate(const T* logit, T tau, T* decay, T* write, Index n) noexcept {
 }
 
 }  // namespace kernel
-}  // namespace abc
+ABC_NAMESPACE_END

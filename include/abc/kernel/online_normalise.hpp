@@ -8,7 +8,7 @@
 #include "scalar.hpp"
 #include "simd.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace kernel {
 
 /**
@@ -60,4 +60,4 @@ void online_normalise(const T* lam, T* m, T* z, T* decay, T* write, Index n, boo
 }
 
 }  // namespace kernel
-}  // namespace abc
+ABC_NAMESPACE_END

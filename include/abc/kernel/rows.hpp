@@ -6,7 +6,7 @@
 #include "scalar.hpp"
 #include "simd.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace kernel {
 
 /// row ← a · row + w · x, returning (updated row) · q: one pass over the row. Rows of any length
@@ -215,4 +215,4 @@ void rows_axpy(T* rows, Index ld, Index n, Index dv, const T* a, const T* w, con
 }
 
 }  // namespace kernel
-}  // namespace abc
+ABC_NAMESPACE_END

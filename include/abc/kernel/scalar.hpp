@@ -8,7 +8,7 @@
 
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace kernel {
 namespace scalar {
 
@@ -135,4 +135,4 @@ void rows_axpy(T* rows, Index ld, Index n, Index dv, const T* a, const T* w, con
 
 }  // namespace scalar
 }  // namespace kernel
-}  // namespace abc
+ABC_NAMESPACE_END

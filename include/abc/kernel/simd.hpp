@@ -2,6 +2,8 @@
 // abc: bounded-memory attention. Whether the xsimd kernels are on, and the batch type they use.
 #pragma once
 
+#include "../config.hpp"
+
 // ABC_NO_SIMD, or a target where xsimd finds no SIMD instruction set, selects the scalar kernels
 // (kernel/scalar.hpp), which are also the oracle of the SIMD kernels' tests.
 #ifndef ABC_NO_SIMD
@@ -11,7 +13,7 @@
 #  endif
 #endif
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace kernel {
 
 #ifdef ABC_NO_SIMD
@@ -36,4 +38,4 @@ auto hsum(const B& b) noexcept {
 #endif
 
 }  // namespace kernel
-}  // namespace abc
+ABC_NAMESPACE_END

@@ -11,7 +11,7 @@
 #include "../error.hpp"
 #include "../types.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace select {
 
 /// Which query-independent score KeyScore computes (the TRAMS paper ranks by its W_Q-projected key score).
@@ -131,4 +131,4 @@ class KeyScore {
 };
 
 }  // namespace select
-}  // namespace abc
+ABC_NAMESPACE_END

@@ -18,7 +18,7 @@
 #include "../types.hpp"
 #include "key_score.hpp"
 
-namespace abc {
+ABC_NAMESPACE_BEGIN
 namespace select {
 
 /// Which distance a position term sees for a kept key; the released TRAMS code uses compacted ones.
@@ -357,4 +357,4 @@ class TramsAttention {
 };
 
 }  // namespace select
-}  // namespace abc
+ABC_NAMESPACE_END
