@@ -19,38 +19,54 @@ inline double thread_seconds() {
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
-// Peak float FLOP/s of one core: 16 independent FMA chains on the widest registers the build
-// targets (AVX-512 with -march=native here), enough to cover FMA latency × throughput on current
-// cores. Best of several runs in thread CPU time: the machine is shared and noisy, the peak is
-// what it can do.
-inline double measure_fma_peak(double seconds_per_try = 0.05, int tries = 5) {
+namespace detail {
+// `blocks` × 1024 rounds of 16 independent FMA chains on the widest registers the build targets:
+// enough chains to cover FMA latency × throughput on current cores. Returns the FLOPs done.
+inline double fma_chains(std::size_t blocks) {
   using batch = xsimd::batch<float>;
   constexpr int chains = 16;
   const batch mul(1.0000001f), add(1e-7f);
+  batch acc[chains];
+  for (int c = 0; c < chains; ++c) acc[c] = batch(float(c) * 1e-3f);
+  for (std::size_t b = 0; b < blocks; ++b)
+    for (int rep = 0; rep < 1024; ++rep)
+      for (int c = 0; c < chains; ++c) acc[c] = xsimd::fma(acc[c], mul, add);
+  // Store and sum the lanes so that the chains are live.
+  alignas(64) float lanes[batch::size];
+  float sink = 0;
+  for (int c = 0; c < chains; ++c) {
+    acc[c].store_aligned(lanes);
+    for (float x : lanes) sink += x;
+  }
+  volatile float keep = sink;
+  (void)keep;
+  return 2.0 * double(batch::size) * chains * 1024.0 * double(blocks);
+}
+}  // namespace detail
+
+// Peak float FLOP/s of one core. A fixed amount of work, sized once to `seconds_per_try`, is timed
+// by two clock reads: the clock is read around the whole run, never inside it (reading it every few
+// microseconds, as an earlier probe did, costs a system call each time on a VM and understated the
+// peak). Best of `tries` in thread CPU time: the machine is shared and noisy, the peak is what it
+// can do.
+inline double measure_fma_peak(double seconds_per_try = 0.05, int tries = 5) {
+  std::size_t blocks = 16;
+  for (;;) {
+    const double start = thread_seconds();
+    detail::fma_chains(blocks);
+    const double took = thread_seconds() - start;
+    if (took >= seconds_per_try / 8) {
+      blocks = std::max<std::size_t>(blocks, std::size_t(double(blocks) * seconds_per_try / took));
+      break;
+    }
+    blocks *= 2;
+  }
   double best = 0;
   for (int attempt = 0; attempt < tries; ++attempt) {
-    batch acc[chains];
-    for (int c = 0; c < chains; ++c) acc[c] = batch(float(c) * 1e-3f);
-    std::size_t iters = 0;
     const double start = thread_seconds();
-    double elapsed = 0;
-    do {
-      for (int rep = 0; rep < 1024; ++rep)
-        for (int c = 0; c < chains; ++c) acc[c] = xsimd::fma(acc[c], mul, add);
-      iters += 1024;
-      elapsed = thread_seconds() - start;
-    } while (elapsed < seconds_per_try);
-    // Store and sum the lanes (xsimd 8.1 calls the reduction hadd, later versions reduce_add).
-    alignas(64) float lanes[batch::size];
-    float sink = 0;
-    for (int c = 0; c < chains; ++c) {
-      acc[c].store_aligned(lanes);
-      for (float x : lanes) sink += x;
-    }
-    volatile float keep = sink;
-    (void)keep;
-    const double flops = 2.0 * double(batch::size) * chains * double(iters);
-    if (flops / elapsed > best) best = flops / elapsed;
+    const double flops = detail::fma_chains(blocks);
+    const double elapsed = thread_seconds() - start;
+    best = std::max(best, flops / elapsed);
   }
   return best;
 }
