@@ -9,10 +9,13 @@
 #include <abc/bounded_attention.hpp>
 #include <abc/control/random_feature.hpp>
 #include <abc/feature/arc_cosine.hpp>
+#include <abc/detail/gate.hpp>
 #include <abc/detail/random.hpp>
 #include <abc/feature/input_norm.hpp>
+#include <abc/feature/projection.hpp>
 #include <abc/feature/random_fourier.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -141,4 +144,30 @@ TEMPLATE_TEST_CASE("RFA with no queries or no keys: empty outputs, no pointer ar
     if (which == 1) run(arc);
     if (which == 2) run(gated);
   }
+}
+
+TEST_CASE("RFA gate near 1: the write keeps 1 - g from sigma(-s), as control::Gated does", "[control][random_feature][numerics]") {
+  // s = 20: σ(s) rounds to 1 in float, so 1 − σ(s) would be 0 and the memory would stop being
+  // written; σ(−s) = 2.06e-9 is the write's true weight.
+  using T = float;
+  const Index d = 8, D = 4;
+  const abc::Matrix<T> w = abc::feature::Projection<T>(D, d, 11).draw();
+  using RF = abc::control::RandomFeature<T>;
+  const abc::BoundedAttention attn{RF{abc::feature::RandomFourier<T>(w), abc::Vector<T>(abc::Vector<T>::Zero(d)), T(20)}};
+  abc::Matrix<T> k = abc::Matrix<T>::Constant(1, d, T(0.25)), v = abc::Matrix<T>::Constant(1, d, T(-0.5));
+  k(0, 3) = T(0.75);
+  auto s = attn.make_state(d, d);
+  attn.step(s, k.row(0).transpose(), k.row(0).transpose(), v.row(0).transpose());
+  abc::Matrix<T> phi(1, attn.num_slots());
+  attn.control().query_features(k, phi);
+  const double keep = 1.0 / (1.0 + std::exp(20.0));
+  REQUIRE(s.values().rows() == attn.num_slots());
+  for (Index i = 0; i < attn.num_slots(); ++i)
+    for (Index j = 0; j < d; ++j) {
+      const double expected = keep * double(phi(0, i)) * double(v(0, j));
+      CHECK(double(s.values()(i, j)) == Approx(expected).epsilon(1e-5).margin(1e-30));
+    }
+  CHECK(abc::detail::sigmoid_gate(T(20)).second == Approx(keep).epsilon(1e-6));
+  CHECK(abc::detail::sigmoid_gate(T(20)).first == T(1));
+  CHECK(abc::detail::sigmoid_gate(std::numeric_limits<T>::quiet_NaN()).first == T(0.5));
 }

@@ -13,6 +13,7 @@
 #include "../detail/check.hpp"
 #include "../detail/compose.hpp"
 #include "../detail/control_kind.hpp"
+#include "../detail/gate.hpp"
 #include "../detail/control_check.hpp"
 #include "../error.hpp"
 #include "../schedule.hpp"
@@ -146,19 +147,11 @@ class Gated {
   using T = scalar_type;
   static constexpr const char* kWho = "abc::control::Gated";
 
-  // (g_t, 1 − g_t); from logits both come from a sigmoid of their own sign, so 1 − g keeps its
-  // precision when g is close to 1.
+  // (g_t, 1 − g_t): given, or from the logit by detail::sigmoid_gate.
   template <class Row>
   std::pair<T, T> gate(Index t, const Row& x) const noexcept {
     if (gates_.size() > 0) return {gates_(t), T(1) - gates_(t)};
-    const T s = w_g_.dot(x) + b_g_;
-    return {sigmoid(s), sigmoid(-s)};
-  }
-  static T sigmoid(T s) noexcept {
-    if (std::isnan(s)) s = T(0);  // w_g·x overflowed (+∞ − ∞) on finite inputs: an undecided gate
-    if (s >= 0) return T(1) / (T(1) + std::exp(-s));
-    const T e = std::exp(s);
-    return e / (T(1) + e);
+    return detail::sigmoid_gate(T(w_g_.dot(x) + b_g_));
   }
 
   Inner inner_;

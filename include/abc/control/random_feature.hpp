@@ -11,6 +11,7 @@
 #include "../detail/check.hpp"
 #include "../detail/control_check.hpp"
 #include "../detail/control_kind.hpp"
+#include "../detail/gate.hpp"
 #include "../feature/random_fourier.hpp"
 #include "../readout.hpp"
 #include "../types.hpp"
@@ -105,9 +106,12 @@ class RandomFeature {
       return;
     }
     for (Index t = 0; t < k.rows(); ++t) {
-      const Scalar g = given_gates_ ? gates_[std::size_t(t0 + t)] : sigmoid(gate_w_.dot(x.row(t).transpose()) + gate_b_);
+      // (g, 1 − g) as control::Gated computes them.
+      const auto [g, keep] = given_gates_ ? std::pair<Scalar, Scalar>(gates_[std::size_t(t0 + t)],
+                                                                      Scalar(1) - gates_[std::size_t(t0 + t)])
+                                          : detail::sigmoid_gate(Scalar(gate_w_.dot(x.row(t).transpose()) + gate_b_));
       decay.row(t).setConstant(g);
-      write.row(t) *= Scalar(1) - g;
+      write.row(t) *= keep;
     }
   }
 
@@ -115,12 +119,6 @@ class RandomFeature {
   void query_features(MatrixRef<Scalar> q, MatrixOut<Scalar> phi) const { phi_.map(q, phi); }
 
  private:
-  static Scalar sigmoid(Scalar s) noexcept {
-    if (std::isnan(s)) s = Scalar(0);  // w_g·x overflowed (+∞ − ∞) on finite inputs: an undecided gate
-    // Both branches evaluate exp of a non-positive number.
-    return s >= Scalar(0) ? Scalar(1) / (Scalar(1) + std::exp(-s)) : std::exp(s) / (Scalar(1) + std::exp(s));
-  }
-
   FeatureMap phi_;
   Scalar floor_;
   Vector<Scalar> gate_w_;

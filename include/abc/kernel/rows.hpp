@@ -163,8 +163,8 @@ void axpy_columns(T* rows, Index ld, Index n, const T* a, const T* w, const T* x
 /// row_l ← a_l · row_l + w_l · x when Update, then dots_l = scale · (row_l · q). One pass over the
 /// rows, each reduced once. Rows of up to 4 batches (d ≤ 64 floats with AVX-512) keep q and x in
 /// registers across all rows. (A transposed reduction of a batch-width group of rows at once,
-/// xsimd::haddp, measured 5 % faster at n = d = 64, but xsimd 8.1's AVX-512 float haddp returns
-/// its lanes permuted.)
+/// xsimd::haddp, would save the per-row reductions, but xsimd 8.1's AVX-512 float haddp returns its
+/// lanes permuted; bench/README.md has the measurement.)
 template <bool Update, class T>
 void rows_dot(T* rows, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
               T* dots) noexcept {
