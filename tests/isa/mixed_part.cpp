@@ -30,6 +30,7 @@ MixedResult MIXED_PART_ENTRY() {
     attn.step_into(state, q.row(t), k.row(t), v.row(t), out);
     r.values.insert(r.values.end(), out.data(), out.data() + d);
   }
+  r.blob = abc::save_state(attn, state);
   // Multi-head with shared key/value-head memories, through a pool (states in a std::map).
   using Mha = abc::MultiHeadAttention<abc::control::SlidingWindow<float>>;
   const Mha mha(abc::control::SlidingWindow<float>{n}, heads, kv_heads);

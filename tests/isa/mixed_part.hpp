@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@ struct MixedResult {
   std::string isa;            // abc::simd_arch() of the translation unit
   std::vector<float> values;  // forward_causal, the decode loop's outputs, the pooled prefill
   std::size_t pool_bytes = 0;
+  std::vector<std::uint8_t> blob;  // save_state of the decode loop's state
 };
 
 MixedResult mixed_part_baseline();

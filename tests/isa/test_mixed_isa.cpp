@@ -28,6 +28,16 @@ TEST_CASE("two translation units built for different instruction sets run side b
     worst = std::fmax(worst, std::fabs(double(base.values[i]) - double(native.values[i])));
   }
   CHECK(worst < 1e-5);
+
+  // A state saved by either copy loads here (this translation unit is a third build): the blob
+  // names the control by its tag, not by a type spelled with an instruction-set namespace.
+  const abc::BoundedAttention attn{abc::control::Mlp<float>{16, 8, /*seed=*/3}};
+  auto from_base = attn.make_state(16, 16), from_native = attn.make_state(16, 16);
+  abc::load_state(attn, base.blob, from_base);
+  abc::load_state(attn, native.blob, from_native);
+  CHECK(from_native.position() == 37);
+  CHECK((from_base.keys() - from_native.keys()).cwiseAbs().maxCoeff() < 1e-5f);
+  CHECK(abc::save_state(attn, from_native) == native.blob);
 }
 
 TEST_CASE("simd_arch names this translation unit's kernels and the advice is said when it pays", "[isa]") {
