@@ -365,7 +365,7 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
        "abc::MultiHeadAttention::forward_causal: pool sequence 1 holds 3 states, expected 2 (the pool was filled by "
        "another MultiHeadAttention)"},
       {"MultiHeadAttention::add: an id already in the pool", [&] { mha.add(pool, 7, 4, 3); }, Throws::config_error,
-       "abc::MultiHeadAttention::add: sequence id 7 is already in the pool"},
+       "abc::MultiHeadAttention::add: sequence id 7 is already in the pool (drop it first)"},
       {"MultiHeadAttention::add_memory: an id already in the pool",
        [&] { mha.add_memory(pool, {9, 8}, k_mh, v_mh); }, Throws::config_error,
        "abc::MultiHeadAttention::add_memory: sequence id 8 is already in the pool (drop it first)"},

@@ -190,7 +190,7 @@ class MultiHeadAttention {
   void add(Pool& pool, SeqId id, Index d, Index dv) const {
     if (pool.contains(id))
       ABC_THROW(config_error("abc::MultiHeadAttention::add: sequence id " + std::to_string(id) +
-                             " is already in the pool"));
+                             " is already in the pool (drop it first)"));
     std::vector<state_type> s;
     for (const auto& a : memories_) s.push_back(with_scratch(a.make_state(d, dv)));
     pool.states_.emplace(id, std::move(s));
