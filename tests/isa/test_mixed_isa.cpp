@@ -69,6 +69,7 @@ struct Wrapped {};  // a user type naming an abc type, as a control without a ta
 TEST_CASE("a control's compiler-spelled name does not depend on the instruction set", "[isa]") {
   // State kinds compare these names across shared libraries; the inline namespace is left out.
   const std::string name = abc::detail::compiler_name<Wrapped<abc::control::SlidingWindow<float>>>();
-  CHECK(name.find("Wrapped<abc::control::SlidingWindow<float>>") != std::string::npos);
+  // g++ spells the argument SlidingWindow<float>, clang++ SlidingWindow<> (the default left out).
+  CHECK(name.find("Wrapped<abc::control::SlidingWindow<") != std::string::npos);
   CHECK(name.find("isa_") == std::string::npos);
 }
