@@ -453,20 +453,6 @@ class BoundedAttention {
     return {s.keys_, s.values_, s.norm_, s.written_};
   }
 
-  // The control's schedule for tokens [t0, t0 + c) as dense rows of decays and writes.
-  static void fill(const Control& ctl, Index t0, Index c, const MatrixRef<T>& input, Matrix<T>& norm,
-                   PositionsRow& positions, detail::ChunkWorkspace<T>& ws) {
-    if constexpr (sparse) {
-      for (Index t = 0; t < c; ++t) {
-        SparseWrite<T, Control::max_writes> sw;
-        detail::sparse_schedule(ctl, t0 + t, input.row(t).transpose(), norm, positions, sw);
-        detail::expand_sparse(sw, ws.decay.row(t), ws.write.row(t));
-      }
-    } else {
-      detail::dense_schedule(ctl, t0, input, norm, positions, ws.decay.topRows(c), ws.write.topRows(c));
-    }
-  }
-
   state_type checked_memory(const MatrixRef<T>& k, const MatrixRef<T>& v, const MatrixRef<T>* x) const {
     if (auto p = check(Mode::memory, nullptr, k, k, v, x)) detail::raise(where(Mode::memory), p);
     state_type s = make_state(k.cols(), v.cols());

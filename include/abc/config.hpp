@@ -47,6 +47,16 @@
 #  endif
 #endif
 
+// ABC_FORCE_INLINE: for the few small kernel helpers whose batches must stay in registers across the
+// call (an out-of-line call spills every one of them to the stack).
+#if defined(__GNUC__) || defined(__clang__)
+#  define ABC_FORCE_INLINE inline __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#  define ABC_FORCE_INLINE __forceinline
+#else
+#  define ABC_FORCE_INLINE inline
+#endif
+
 // The instruction set this translation unit is compiled for, as xsimd's default architecture
 // names it (kernel/simd.hpp), or scalar. Every abc entity lives in an inline namespace named after
 // it (abc::isa_avx512bw::BoundedAttention, spelled abc::BoundedAttention), so translation units

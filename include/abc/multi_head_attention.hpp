@@ -14,6 +14,7 @@
 #include "bounded_attention.hpp"
 #include "detail/check.hpp"
 #include "detail/control_check.hpp"
+#include "detail/project.hpp"
 #include "head_tensor.hpp"
 
 ABC_NAMESPACE_BEGIN
@@ -143,6 +144,7 @@ class MultiHeadAttention {
           projection_.middleRows(logit_at_.back(), c.input_projection().rows()) = c.input_projection();
           logit_at_.push_back(logit_at_.back() + c.input_projection().rows());
         }
+        projection_t_ = projection_.transpose();
       }
     }
   }
@@ -352,7 +354,11 @@ class MultiHeadAttention {
   // The control logits of every sequence for all memories, one product per sequence: [len × Σm].
   std::vector<Matrix<T>> project(const Tensor& x) const {
     std::vector<Matrix<T>> logits(std::size_t(x.batch()));
-    for_each_pair(x.batch(), [&](Index b, Index) { logits[std::size_t(b)].noalias() = x.head(b, 0) * projection_.transpose(); }, 1);
+    for_each_pair(x.batch(), [&](Index b, Index) {
+      Matrix<T>& l = logits[std::size_t(b)];
+      l.resize(x.length(b), projection_.rows());
+      detail::project<T>(x.head(b, 0), projection_, projection_t_, l);
+    }, 1);
     return logits;
   }
 
@@ -556,6 +562,7 @@ class MultiHeadAttention {
   std::vector<attention_type> memories_;
   Index heads_, kv_heads_;
   Matrix<T> projection_;         // every memory's input projection stacked, when the control has one
+  Matrix<T> projection_t_;       // its transpose, for detail::project
   std::vector<Index> logit_at_;  // memory m's logits are columns [logit_at_[m], logit_at_[m + 1])
 };
 

@@ -11,6 +11,7 @@
 #include "../detail/check.hpp"
 #include "../detail/control_check.hpp"
 #include "../detail/random.hpp"
+#include "../detail/project.hpp"
 #include "../kernel/online_normalise.hpp"
 #include "../types.hpp"
 
@@ -56,7 +57,7 @@ class Mlp {
   /// From given weights W_φ [n × d_x]. \throws config_error if W_φ is empty or not finite.
   explicit Mlp(Matrix<Scalar> w_phi, Activation activation = Activation::exp,
                Normalization normalization = Normalization::prefix)
-      : w_(std::move(w_phi)), activation_(activation), normalization_(normalization) {
+      : w_(std::move(w_phi)), w_t_(w_.transpose()), activation_(activation), normalization_(normalization) {
     detail::require_at_least("abc::control::Mlp", "W_phi.rows() (slots)", w_.rows(), 1,
                              "at least one slot");
     detail::require_at_least("abc::control::Mlp", "W_phi.cols() (input width)", w_.cols(), 1,
@@ -101,7 +102,7 @@ class Mlp {
   /// state's normaliser (kernel::online_normalise).
   void schedule(Index /*t0*/, MatrixRef<Scalar> x, MatrixOut<Scalar> norm, MatrixOut<Scalar> decay,
                 MatrixOut<Scalar> write) const {
-    write.noalias() = x * w_.transpose();  // logits, replaced row by row with the write weights
+    detail::project(x, w_, w_t_, write);  // the logits, replaced row by row with the write weights
     weights_from_logits(norm, decay, write);
   }
 
@@ -164,6 +165,7 @@ class Mlp {
   }
 
   Matrix<Scalar> w_;
+  Matrix<Scalar> w_t_;  // W_φᵀ, for detail::project
   Activation activation_;
   Normalization normalization_;
 };

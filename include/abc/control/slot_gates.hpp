@@ -9,6 +9,7 @@
 
 #include "../detail/check.hpp"
 #include "../detail/control_check.hpp"
+#include "../detail/project.hpp"
 #include "../detail/random.hpp"
 #include "../kernel/forget_gate.hpp"
 #include "../types.hpp"
@@ -86,7 +87,7 @@ class SlotGates {
   /// Logits X W_fᵀ + b_f, then decay f and write 1 − f per token, computed row by row.
   void schedule(Index /*t0*/, MatrixRef<Scalar> x, MatrixOut<Scalar> /*norm*/, MatrixOut<Scalar> decay,
                 MatrixOut<Scalar> write) const {
-    decay.noalias() = x * w_.transpose();  // the logits, replaced row by row by the decays
+    detail::project(x, w_, w_t_, decay);  // the logits, replaced row by row by the decays
     gates_from_logits(decay, write);
   }
 
@@ -114,7 +115,7 @@ class SlotGates {
   }
 
   SlotGates(Matrix<Scalar> w_f, Vector<Scalar> b_f, Scalar tau, bool has_bias)
-      : w_(std::move(w_f)), b_(std::move(b_f)), tau_(tau) {
+      : w_(std::move(w_f)), w_t_(w_.transpose()), b_(std::move(b_f)), tau_(tau) {
     detail::require_at_least(kWho, "W_f.rows() (slots)", w_.rows(), 1, "at least one slot");
     detail::require_at_least(kWho, "W_f.cols() (input width)", w_.cols(), 1,
                              "the control input needs at least one column");
@@ -139,6 +140,7 @@ class SlotGates {
   }
 
   Matrix<Scalar> w_;
+  Matrix<Scalar> w_t_;  // W_fᵀ, for detail::project
   Vector<Scalar> b_;
   Scalar tau_;
 };

@@ -192,7 +192,16 @@ Problem finite_problem(const char* arg, const Eigen::MatrixBase<Derived>& m) noe
   // several times cheaper than allFinite() on strided views. The scan only locates the offender.
   using T = typename Derived::Scalar;
   T acc = T(0);
-  for (Index i = 0; i < m.rows(); ++i) acc += (m.row(i).array() * T(0)).sum();
+  constexpr bool contiguous_rows = (Derived::Flags & Eigen::DirectAccessBit) && (Derived::Flags & Eigen::RowMajorBit) &&
+                                   Derived::InnerStrideAtCompileTime == 1;
+  if constexpr (contiguous_rows) {
+    // A row of a strided view reduces several times slower than the same entries seen as one array.
+    const Derived& d = m.derived();
+    for (Index i = 0; i < d.rows(); ++i)
+      acc += (Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(d.data() + i * d.outerStride(), d.cols()) * T(0)).sum();
+  } else {
+    for (Index i = 0; i < m.rows(); ++i) acc += (m.row(i).array() * T(0)).sum();
+  }
   if (acc == T(0)) return {};
   for (Index i = 0; i < m.rows(); ++i)
     for (Index j = 0; j < m.cols(); ++j)

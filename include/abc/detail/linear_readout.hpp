@@ -59,11 +59,10 @@ void step_linear(Matrix<T>& values, T* z, T* phi_q, const T* a, const T* w, cons
 // A read of the memory step_linear has just advanced, by another query head sharing it: the same
 // operations as step_linear's read, without the update (Ṽ is only read).
 template <class T>
-void read_linear(Matrix<T>& values, const T* z, T* phi_q, T floor, T* out, Index dv) {
+void read_linear(const Matrix<T>& values, const T* z, T* phi_q, T floor, T* out, Index dv) {
   const Index n = values.rows();
   floor *= balance_features(phi_q, n);
-  // Without the update, the decay, write and value rows are not read: any valid pointers do.
-  kernel::rows_axpy<false>(values.data(), dv, n, dv, phi_q, phi_q, out, phi_q, out);
+  kernel::weighted_rows(values.data(), dv, n, dv, phi_q, out);
   T den = T(0);
   for (Index l = 0; l < n; ++l) den += phi_q[l] * z[l];
   divide_by_denominator(out, dv, den, floor);

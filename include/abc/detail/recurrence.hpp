@@ -70,10 +70,19 @@ void expand_sparse(const SparseWrite<T, W>& s, RowA&& a, RowW&& w) {
 
 // mark_slot for one token of a dense schedule: decay row a, write row w. Without decays (a
 // control's `has_decay = false`) the decay row is not read: nothing is ever reset.
+// mark_slot without branches, so the loop vectorises: it runs once per decoded token.
 template <class T, class RowA, class RowW>
 void mark_written(bool has_decay, const RowA& a, const RowW& w, std::vector<std::uint8_t>& written) {
-  for (Index l = 0; l < w.size(); ++l)
-    mark_slot(written[static_cast<std::size_t>(l)], w(l) != T(0), has_decay && a(l) == T(0));
+  const T* ap = a.data();
+  const T* wp = w.data();
+  std::uint8_t* mark = written.data();
+  const Index n = w.size();
+  if (has_decay) {
+    for (Index l = 0; l < n; ++l)
+      mark[l] = static_cast<std::uint8_t>((wp[l] != T(0)) | ((ap[l] != T(0)) & mark[l]));
+  } else {
+    for (Index l = 0; l < n; ++l) mark[l] = static_cast<std::uint8_t>((wp[l] != T(0)) | mark[l]);
+  }
 }
 
 // One query head's buffers in the chunked kernels: each head that reads the memory has its own

@@ -2,6 +2,9 @@
 // abc: bounded-memory attention. Row kernels of the decode step: fused update + dot, update + axpy.
 #pragma once
 
+#include <type_traits>
+#include <utility>
+
 #include "../types.hpp"
 #include "scalar.hpp"
 #include "simd.hpp"
@@ -100,7 +103,45 @@ B row_dot_partial(T* row, T a, T w, const T* x, const T* q, Index full) noexcept
   return acc;
 }
 
-// rows_dot for rows of K full batches (and a scalar tail): q's and x's batches stay in registers.
+// The sums of `width` batches at once, lane r holding Σ acc[r]: a transposed reduction, far cheaper
+// than one horizontal sum per row. xsimd 8.1's AVX-512 float haddp returns lanes 2–3 with 4–5 (and
+// 10–11 with 12–13) swapped; that swap is its own inverse, so feeding it the rows in the swapped
+// order puts every sum in its lane (tests/kernel/test_rows.cpp checks each row's dot).
+template <class B>
+ABC_FORCE_INLINE B row_sums(B* acc) noexcept {
+  using A = typename B::arch_type;
+  using T = typename B::value_type;
+  if constexpr (std::is_same<T, float>::value && std::is_base_of<xsimd::avx512f, A>::value &&
+                XSIMD_VERSION_MAJOR < 9) {
+    std::swap(acc[2], acc[4]);
+    std::swap(acc[3], acc[5]);
+    std::swap(acc[10], acc[12]);
+    std::swap(acc[11], acc[13]);
+  }
+  return xsimd::haddp(acc);
+}
+
+// One row's dot with q (its K batches, updated first when Update), left as a batch.
+template <int K, bool Update, class B, class T>
+B row_dot_fixed(T* row, T a, T w, const B* xv, const B* qv) noexcept {
+  constexpr Index width = Index(B::size);
+  B acc(T(0));
+  if constexpr (Update) {
+    const B av(a), wv(w);
+    for (int c = 0; c < K; ++c) {
+      const B r = xsimd::fma(av, B::load_unaligned(row + c * width), wv * xv[c]);
+      r.store_unaligned(row + c * width);
+      acc = xsimd::fma(r, qv[c], acc);
+    }
+  } else {
+    (void)a, (void)w, (void)xv;
+    for (int c = 0; c < K; ++c) acc = xsimd::fma(B::load_unaligned(row + c * width), qv[c], acc);
+  }
+  return acc;
+}
+
+// rows_dot for rows of K full batches (and a scalar tail): q's and x's batches stay in registers,
+// and a batch-width group of rows is reduced together.
 template <int K, bool Update, class B, class T>
 void dot_rows_fixed(T* rows, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
                     T* dots) noexcept {
@@ -110,30 +151,34 @@ void dot_rows_fixed(T* rows, Index ld, Index n, Index d, const T* a, const T* w,
     qv[c] = B::load_unaligned(q + c * width);
     if constexpr (Update) xv[c] = B::load_unaligned(x + c * width);
   }
-  for (Index l = 0; l < n; ++l) {
+  const auto tail = [&](Index l) {
     T* row = rows + l * ld;
-    B acc(T(0));
-    T tail;
-    if constexpr (Update) {
-      const B av(a[l]), wv(w[l]);
-      for (int c = 0; c < K; ++c) {
-        const B r = xsimd::fma(av, B::load_unaligned(row + c * width), wv * xv[c]);
-        r.store_unaligned(row + c * width);
-        acc = xsimd::fma(r, qv[c], acc);
-      }
-      tail = scalar::update_dot(row + full, a[l], w[l], x + full, q + full, d - full);
-    } else {
-      for (int c = 0; c < K; ++c) acc = xsimd::fma(B::load_unaligned(row + c * width), qv[c], acc);
-      tail = scalar::dot(row + full, q + full, d - full);
+    return Update ? scalar::update_dot(row + full, a[l], w[l], x + full, q + full, d - full)
+                  : scalar::dot(row + full, q + full, d - full);
+  };
+  const B sv(scale);
+  const Index grouped = n - n % width;
+  for (Index l = 0; l < grouped; l += width) {
+    B acc[width];
+    for (Index r = 0; r < width; ++r)
+      acc[r] = row_dot_fixed<K, Update>(rows + (l + r) * ld, Update ? a[l + r] : T(1), Update ? w[l + r] : T(0), xv, qv);
+    B sums = row_sums(acc);
+    if (d > full) {
+      alignas(B::arch_type::alignment()) T tails[width];
+      for (Index r = 0; r < width; ++r) tails[r] = tail(l + r);
+      sums += B::load_aligned(tails);
     }
-    dots[l] = scale * (hsum(acc) + tail);
+    (sv * sums).store_unaligned(dots + l);
   }
+  for (Index l = grouped; l < n; ++l)
+    dots[l] = scale * (hsum(row_dot_fixed<K, Update>(rows + l * ld, Update ? a[l] : T(1), Update ? w[l] : T(0), xv, qv)) +
+                       (d > full ? tail(l) : T(0)));
 }
 
 // Columns [j0, j0 + K·width) of out = Σ_l p_l · row_l: the K output batches (and x's) stay in
 // registers across all n rows, so no row waits on the previous row's store of out.
-template <int K, bool Update, class B, class T>
-void axpy_columns(T* rows, Index ld, Index n, const T* a, const T* w, const T* x, const T* p, T* out) noexcept {
+template <int K, bool Update, class B, class T, class Row>
+void axpy_columns(Row* rows, Index ld, Index n, const T* a, const T* w, const T* x, const T* p, T* out) noexcept {
   constexpr Index width = Index(B::size);
   B acc[K], xv[K];  // xv: x's columns, used only when Update
   for (int c = 0; c < K; ++c) {
@@ -141,7 +186,7 @@ void axpy_columns(T* rows, Index ld, Index n, const T* a, const T* w, const T* x
     if constexpr (Update) xv[c] = B::load_unaligned(x + c * width);
   }
   for (Index l = 0; l < n; ++l) {
-    T* row = rows + l * ld;
+    Row* row = rows + l * ld;
     const B pv(p[l]);
     if constexpr (Update) {
       const B av(a[l]), wv(w[l]);
@@ -159,12 +204,29 @@ void axpy_columns(T* rows, Index ld, Index n, const T* a, const T* w, const T* x
 }  // namespace detail
 #endif
 
+/// out = Σ_l p_l · row_l over n read-only rows of width dv at stride ld (overwritten): the
+/// vector–matrix product pᵀR, the output held in registers a column block at a time. Rows with
+/// p_l = 0 are not read.
+template <class T>
+void weighted_rows(const T* rows, Index ld, Index n, Index dv, const T* p, T* out) noexcept {
+#ifdef ABC_NO_SIMD
+  scalar::weighted_rows(rows, ld, n, dv, p, out);
+#else
+  using B = batch<T>;
+  constexpr Index width = Index(B::size);
+  const T* none = nullptr;  // no update: no decays, writes or input
+  Index j = 0;
+  for (; j + 4 * width <= dv; j += 4 * width)
+    detail::axpy_columns<4, false, B>(rows + j, ld, n, none, none, none, p, out + j);
+  for (; j + width <= dv; j += width) detail::axpy_columns<1, false, B>(rows + j, ld, n, none, none, none, p, out + j);
+  if (j < dv) scalar::weighted_rows(rows + j, ld, n, dv - j, p, out + j);
+#endif
+}
+
 /// The read of a decode step over K̃: for each of the n rows of width d at stride ld,
 /// row_l ← a_l · row_l + w_l · x when Update, then dots_l = scale · (row_l · q). One pass over the
-/// rows, each reduced once. Rows of up to 4 batches (d ≤ 64 floats with AVX-512) keep q and x in
-/// registers across all rows. (A transposed reduction of a batch-width group of rows at once,
-/// xsimd::haddp, would save the per-row reductions, but xsimd 8.1's AVX-512 float haddp returns its
-/// lanes permuted; bench/README.md has the measurement.)
+/// rows. Rows of up to 4 batches (d ≤ 64 floats with AVX-512) keep q and x in registers across
+/// all rows, and their dots are reduced a batch-width group of rows at a time.
 template <bool Update, class T>
 void rows_dot(T* rows, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
               T* dots) noexcept {
@@ -197,21 +259,27 @@ void rows_dot(T* rows, Index ld, Index n, Index d, const T* a, const T* w, const
 /// The readout of a decode step over Ṽ: for each of the n rows of width dv at stride ld,
 /// row_l ← a_l · row_l + w_l · x when Update, and out = Σ_l p_l · row_l (overwritten). One pass
 /// over the rows, the output held in registers a column block at a time. Without Update, rows
-/// with p_l = 0 are not read (an empty or fully masked slot costs nothing).
+/// with p_l = 0 are not read (an empty or fully masked slot costs nothing), and a, w and x are not
+/// read either.
 template <bool Update, class T>
 void rows_axpy(T* rows, Index ld, Index n, Index dv, const T* a, const T* w, const T* x, const T* p,
                T* out) noexcept {
+  if constexpr (!Update) {
+    (void)a, (void)w, (void)x;
+    weighted_rows(static_cast<const T*>(rows), ld, n, dv, p, out);
+  } else {
 #ifdef ABC_NO_SIMD
-  scalar::rows_axpy<Update>(rows, ld, n, dv, a, w, x, p, out);
+    scalar::rows_axpy<Update>(rows, ld, n, dv, a, w, x, p, out);
 #else
-  using B = batch<T>;
-  constexpr Index width = Index(B::size);
-  Index j = 0;
-  for (; j + 4 * width <= dv; j += 4 * width)
-    detail::axpy_columns<4, Update, B>(rows + j, ld, n, a, w, x + j, p, out + j);
-  for (; j + width <= dv; j += width) detail::axpy_columns<1, Update, B>(rows + j, ld, n, a, w, x + j, p, out + j);
-  if (j < dv) scalar::rows_axpy<Update>(rows + j, ld, n, dv - j, a, w, x + j, p, out + j);
+    using B = batch<T>;
+    constexpr Index width = Index(B::size);
+    Index j = 0;
+    for (; j + 4 * width <= dv; j += 4 * width)
+      detail::axpy_columns<4, true, B>(rows + j, ld, n, a, w, x + j, p, out + j);
+    for (; j + width <= dv; j += width) detail::axpy_columns<1, true, B>(rows + j, ld, n, a, w, x + j, p, out + j);
+    if (j < dv) scalar::rows_axpy<true>(rows + j, ld, n, dv - j, a, w, x + j, p, out + j);
 #endif
+  }
 }
 
 }  // namespace kernel

@@ -118,18 +118,26 @@ void rows_dot(T* rows, Index ld, Index n, Index d, const T* a, const T* w, const
   }
 }
 
+// out = Σ_l p_l · row_l over n rows of width dv at stride ld (overwritten); rows with p_l = 0 are
+// not read.
+template <class T>
+void weighted_rows(const T* rows, Index ld, Index n, Index dv, const T* p, T* out) noexcept {
+  for (Index j = 0; j < dv; ++j) out[j] = T(0);
+  for (Index l = 0; l < n; ++l)
+    if (p[l] != T(0)) axpy(p[l], rows + l * ld, out, dv);
+}
+
 // Over n rows of width dv at stride ld: row_l ← a_l · row_l + w_l · x when Update, and
 // out = Σ_l p_l · row_l (overwritten). Without Update, rows with p_l = 0 are not read.
 template <bool Update, class T>
 void rows_axpy(T* rows, Index ld, Index n, Index dv, const T* a, const T* w, const T* x, const T* p,
                T* out) noexcept {
-  for (Index j = 0; j < dv; ++j) out[j] = T(0);
-  for (Index l = 0; l < n; ++l) {
-    T* row = rows + l * ld;
-    if constexpr (Update)
-      update_axpy(row, a[l], w[l], x, p[l], out, dv);
-    else if (p[l] != T(0))
-      axpy(p[l], row, out, dv);
+  if constexpr (!Update) {
+    (void)a, (void)w, (void)x;
+    weighted_rows(static_cast<const T*>(rows), ld, n, dv, p, out);
+  } else {
+    for (Index j = 0; j < dv; ++j) out[j] = T(0);
+    for (Index l = 0; l < n; ++l) update_axpy(rows + l * ld, a[l], w[l], x, p[l], out, dv);
   }
 }
 
