@@ -26,11 +26,9 @@ struct MemoryView {
 // when a token resets it (decay exactly 0) without writing it. A reset row is exactly zero, so it is
 // masked like a slot never written instead of taking softmax mass for a zero key (this is how
 // Concat drops a token the other part already holds, and how a gate of exactly 0 forgets).
+// Without branches, so that mark_written's loop over the slots vectorises (it runs every token).
 inline void mark_slot(std::uint8_t& written, bool wrote, bool reset) noexcept {
-  if (wrote)
-    written = 1;
-  else if (reset)
-    written = 0;
+  written = static_cast<std::uint8_t>(wrote | (reset ? 0 : written));
 }
 
 // One token of a sparse schedule: O(count · d), plus O(n · d) only when every slot decays.
@@ -70,19 +68,12 @@ void expand_sparse(const SparseWrite<T, W>& s, RowA&& a, RowW&& w) {
 
 // mark_slot for one token of a dense schedule: decay row a, write row w. Without decays (a
 // control's `has_decay = false`) the decay row is not read: nothing is ever reset.
-// mark_slot without branches, so the loop vectorises: it runs once per decoded token.
 template <class T, class RowA, class RowW>
 void mark_written(bool has_decay, const RowA& a, const RowW& w, std::vector<std::uint8_t>& written) {
   const T* ap = a.data();
   const T* wp = w.data();
   std::uint8_t* mark = written.data();
-  const Index n = w.size();
-  if (has_decay) {
-    for (Index l = 0; l < n; ++l)
-      mark[l] = static_cast<std::uint8_t>((wp[l] != T(0)) | ((ap[l] != T(0)) & mark[l]));
-  } else {
-    for (Index l = 0; l < n; ++l) mark[l] = static_cast<std::uint8_t>((wp[l] != T(0)) | mark[l]);
-  }
+  for (Index l = 0; l < w.size(); ++l) mark_slot(mark[l], wp[l] != T(0), has_decay && ap[l] == T(0));
 }
 
 // One query head's buffers in the chunked kernels: each head that reads the memory has its own
