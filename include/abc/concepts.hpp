@@ -269,6 +269,31 @@ template <class T>
 struct is_supported_scalar : std::integral_constant<bool, std::is_same<T, float>::value ||
                                                               std::is_same<T, double>::value> {};
 
+// The members every control must have, each checked with a message naming it; BoundedAttention
+// instantiates this, so a control missing one fails to compile where it is used, saying what to add.
+template <class Control>
+struct control_contract : std::true_type {
+  static_assert(has_scalar_type<Control>::value,
+                "abc::BoundedAttention<Control>: Control must provide `using scalar_type = float;` "
+                "(or double) (see abc/concepts.hpp)");
+  static_assert(has_num_slots<Control>::value,
+                "abc::BoundedAttention<Control>: Control must provide `Index num_slots() const` "
+                "(see abc/concepts.hpp)");
+  static_assert(has_sparse_schedule<Control>::value ||
+                    has_dense_schedule<Control>::value ||
+                    has_linear_readout<Control>::value,
+                "abc::BoundedAttention<Control>: Control must provide a schedule: either "
+                "`static constexpr int max_writes` with `void schedule(Index t, VectorRef<T> x, "
+                "MatrixOut<T> norm, SparseWrite<T, max_writes>& w) const`, or `void "
+                "schedule(Index t0, MatrixRef<T> x, MatrixOut<T> norm, MatrixOut<T> decay, "
+                "MatrixOut<T> write) const` (see abc/concepts.hpp)");
+  static_assert(readout_of<Control>::value != Readout::linear || has_linear_readout<Control>::value,
+                "abc::BoundedAttention<Control>: a Control with `readout = Readout::linear` must provide "
+                "`void key_schedule(Index t0, MatrixRef<T> k, MatrixRef<T> x, MatrixOut<T> decay, "
+                "MatrixOut<T> write) const` and `void query_features(MatrixRef<T> q, MatrixOut<T> phi) "
+                "const` (see abc/concepts.hpp)");
+};
+
 }  // namespace detail
 
 /// True when C provides everything BoundedAttention needs (see the block at the top of this file).

@@ -13,6 +13,7 @@
 #include "detail/recurrence.hpp"
 #include "error.hpp"
 #include "local_pattern.hpp"
+#include "options.hpp"
 #include "types.hpp"
 
 ABC_NAMESPACE_BEGIN
@@ -145,7 +146,7 @@ class GlobalMemoryAttention {
     return {};
   }
 
-  Scalar scale(Index d) const noexcept { return scale_ > 0 ? Scalar(scale_) : Scalar(1) / std::sqrt(Scalar(d)); }
+  Scalar scale(Index d) const noexcept { return detail::read_scale<Scalar>(scale_, d); }
 
   void run_main(const MatrixRef<Scalar>& q, const MatrixRef<Scalar>& k_x, const MatrixRef<Scalar>& v_x,
                 const MatrixRef<Scalar>& k_m, const MatrixRef<Scalar>& v_m, MatrixOut<Scalar> out) const {

@@ -12,10 +12,13 @@
 #include <vector>
 
 #include "bounded_attention.hpp"
+#include "detail/attention_check.hpp"
 #include "detail/check.hpp"
 #include "detail/control_check.hpp"
 #include "detail/project.hpp"
+#include "detail/state_access.hpp"
 #include "head_tensor.hpp"
+#include "kernel/engine.hpp"
 
 ABC_NAMESPACE_BEGIN
 
@@ -229,7 +232,7 @@ class MultiHeadAttention {
     raise("abc::MultiHeadAttention::read", read_problem(pool, ids, q, out, &states));
     for_each_pair(q.batch(), [&](Index b, Index m) {
       const state_type& st = (*states[std::size_t(b)])[std::size_t(m)];
-      for (Index h : group(m)) memories_[std::size_t(m)].read_memory(st, q.head(b, h), out.head(b, h));
+      for (Index h : group(m)) engine(memories_[std::size_t(m)]).read_memory(st, q.head(b, h), out.head(b, h));
     });
   }
 
@@ -320,9 +323,12 @@ class MultiHeadAttention {
   // A state with room for the scores of every query head of a group (BoundedAttention::step's
   // scratch), so a batched decode step allocates nothing.
   state_type with_scratch(state_type s) const {
-    memories_.front().reserve_scratch(s, group(0).count);
+    detail::StateAccess::reserve_scratch(s, group(0).count, memories_.front().num_slots());
     return s;
   }
+
+  // The kernels of memory m's attention (its control and options), run once the layer's checks pass.
+  static kernel::Engine<Control> engine(const attention_type& a) noexcept { return {a.control(), a.options()}; }
 
   // Runs f(b, m) for every (sequence, memory) pair, on OpenMP threads when enabled. An exception
   // (only an allocation failure can occur once the checks have passed) never leaves a parallel
@@ -389,6 +395,7 @@ class MultiHeadAttention {
     const bool projected = !logits.empty();
     for_each_pair(q.batch(), [&](Index b, Index m) {
       const attention_type& a = memories_[std::size_t(m)];
+      const kernel::Engine<Control> e = engine(a);
       const auto kh = k.head(b, kv_of(m));
       const auto vh = v.head(b, kv_of(m));
       const Eigen::Ref<const Matrix<T>> input = input_of(b, m, x, logits, kh);
@@ -397,17 +404,17 @@ class MultiHeadAttention {
       const auto output = [&](Index i) { return out.head(b, g.first + i); };
       if (form == Form::non_causal) {
         state_type s = a.make_state(k.dim(), v.dim());
-        a.build_memory(s, kh, vh, input, projected);
-        for (Index i = 0; i < g.count; ++i) a.read_memory(s, query(i), output(i));
+        e.build_memory(s, kh, vh, input, projected);
+        for (Index i = 0; i < g.count; ++i) e.read_memory(s, query(i), output(i));
       } else if (form == Form::causal) {
         state_type s = a.make_state(k.dim(), v.dim());
-        a.run_causal(s, g.count, query, output, kh, vh, input, projected);
+        e.run_causal(s, g.count, query, output, kh, vh, input, projected);
       } else if (q.length(b) == 1) {  // a decode step: exactly the step kernel, as a single-sequence decoder runs
-        a.step_heads(
+        e.step_heads(
             (*states[std::size_t(b)])[std::size_t(m)], g.count, [&](Index i) { return query(i).data(); },
             [&](Index i) { return output(i).data(); }, kh.data(), vh.data(), input.row(0), projected, k.dim(), v.dim());
       } else {
-        a.run_causal((*states[std::size_t(b)])[std::size_t(m)], g.count, query, output, kh, vh, input, projected);
+        e.run_causal((*states[std::size_t(b)])[std::size_t(m)], g.count, query, output, kh, vh, input, projected);
       }
     });
   }
@@ -427,7 +434,7 @@ class MultiHeadAttention {
       for (const auto& a : memories_) b.push_back(with_scratch(a.make_state(k.dim(), v.dim())));
     for_each_pair(k.batch(), [&](Index b, Index m) {
       const auto kh = k.head(b, kv_of(m));
-      memories_[std::size_t(m)].build_memory(built[std::size_t(b)][std::size_t(m)], kh, v.head(b, kv_of(m)),
+      engine(memories_[std::size_t(m)]).build_memory(built[std::size_t(b)][std::size_t(m)], kh, v.head(b, kv_of(m)),
                                              input_of(b, m, x, logits, kh), !logits.empty());
     });
     for (std::size_t b = 0; b < built.size(); ++b) pool.states_.emplace(ids[b], std::move(built[b]));
@@ -515,8 +522,8 @@ class MultiHeadAttention {
       if constexpr (!std::is_const<PoolT>::value)
         if (states) *states = seq_states;
     }
-    using Mode = typename attention_type::Mode;
-    const Mode mode = form == Form::non_causal ? Mode::non_causal : keys_only ? Mode::memory : Mode::causal;
+    using detail::CallForm;
+    const CallForm mode = form == Form::non_causal ? CallForm::non_causal : keys_only ? CallForm::memory : CallForm::causal;
     for (Index b = 0; b < k.batch(); ++b) {
       if (!keys_only && out.length(b) != q.length(b)) return length_failure(b, out.length(b), q.length(b));
       for (Index m = 0; m < memories(); ++m) {
@@ -526,7 +533,7 @@ class MultiHeadAttention {
         const MatrixRef<T> qh = keys_only ? MatrixRef<T>(kh) : MatrixRef<T>(q.head(b, g.first));
         const state_type* st = form == Form::pool ? seq_states[std::size_t(b)]->data() + m : nullptr;
         const MatrixRef<T> xh = x ? MatrixRef<T>(x->head(b, x->heads() == 1 ? 0 : m)) : qh;
-        if (auto p = a.check(mode, st, qh, kh, v.head(b, kv_of(m)), x ? &xh : nullptr)) return failure(p);
+        if (auto p = detail::call_problem(a.control(), mode, st, qh, kh, v.head(b, kv_of(m)), x ? &xh : nullptr)) return failure(p);
         if (!keys_only)
           for (Index h = g.first + 1; h < g.first + g.count; ++h)
             if (auto p = detail::finite_problem("q", q.head(b, h))) return failure(p);
@@ -553,7 +560,7 @@ class MultiHeadAttention {
         if (out.dim() != st.value_dim())
           return failure(value_problem(shape, "out.dim()", out.dim(), "", st.value_dim(), "outputs have the memory's value width"));
         for (Index h : group(m))
-          if (auto p = memories_[std::size_t(m)].read_problem(st, q.head(b, h))) return failure(p);
+          if (auto p = detail::read_problem(memories_[std::size_t(m)].control(), st, q.head(b, h))) return failure(p);
       }
     }
     return f;

@@ -2,6 +2,8 @@
 // abc: bounded-memory attention. Options shared by every BoundedAttention: scale, empty slots, kernel.
 #pragma once
 
+#include <cmath>
+
 #include "types.hpp"
 
 ABC_NAMESPACE_BEGIN
@@ -37,5 +39,14 @@ struct Options {
   /// measured best for ABC-MLP and RFA (the chunk sweep in bench/README.md).
   Index chunk = 16;
 };
+
+namespace detail {
+// The softmax scale every operator reads with: `scale` when it is set (> 0), else 1/sqrt(d) for
+// queries of width d.
+template <class T>
+T read_scale(double scale, Index d) noexcept {
+  return scale > 0 ? T(scale) : T(1) / std::sqrt(T(d));
+}
+}  // namespace detail
 
 ABC_NAMESPACE_END

@@ -9,6 +9,7 @@
 #include "config.hpp"
 #include "detail/check.hpp"
 #include "kernel/exp_sum.hpp"
+#include "options.hpp"
 #include "simd_arch.hpp"
 #include "types.hpp"
 
@@ -91,7 +92,7 @@ class SoftmaxAttention {
            MatrixOut<T> out) const {
     check(q, k, v, causal, out);
     constexpr T inf = std::numeric_limits<T>::infinity();
-    const T sc = scale_ > 0 ? T(scale_) : T(1) / std::sqrt(T(q.cols()));
+    const T sc = detail::read_scale<T>(scale_, q.cols());
     const Index m_rows = q.rows(), n_keys = k.rows();
     Matrix<T> s(query_block, key_block), acc(query_block, v.cols());
     Eigen::Array<T, Eigen::Dynamic, 1> row_max(query_block), row_sum(query_block), fix(query_block);

@@ -16,7 +16,7 @@
 ABC_NAMESPACE_BEGIN
 
 namespace detail {
-struct StateAccess;  // serialisation (abc/state_io.hpp) reads and rebuilds the members
+struct StateAccess;  // the engines, the checks and serialisation reach the members through it
 }  // namespace detail
 
 /**
@@ -109,8 +109,6 @@ class State {
   friend bool operator!=(const State& a, const State& b) noexcept { return !(a == b); }
 
  private:
-  template <class Control>
-  friend class BoundedAttention;
   friend struct detail::StateAccess;
 
   // Empty memory of n slots for keys of width d and values of width dv, of the control `kind`.

@@ -15,35 +15,11 @@
 #include "detail/compose.hpp"
 #include "detail/control_kind.hpp"
 #include "detail/check.hpp"
+#include "detail/state_access.hpp"
 #include "state.hpp"
 
 ABC_NAMESPACE_BEGIN
 namespace detail {
-
-struct StateAccess {
-  template <class T>
-  static Matrix<T>& keys(State<T>& s) noexcept { return s.keys_; }
-  template <class T>
-  static Matrix<T>& values(State<T>& s) noexcept { return s.values_; }
-  template <class T>
-  static Matrix<T>& norm(State<T>& s) noexcept { return s.norm_; }
-  template <class T>
-  static const Matrix<T>& norm(const State<T>& s) noexcept { return s.norm_; }
-  template <class T>
-  static PositionsRow& positions(State<T>& s) noexcept { return s.positions_; }
-  template <class T>
-  static const PositionsRow& positions(const State<T>& s) noexcept { return s.positions_; }
-  template <class T>
-  static std::vector<std::uint8_t>& written(State<T>& s) noexcept { return s.written_; }
-  template <class T>
-  static const std::vector<std::uint8_t>& written(const State<T>& s) noexcept { return s.written_; }
-  template <class T>
-  static Index& position(State<T>& s) noexcept { return s.position_; }
-  template <class T>
-  static Matrix<T>& scratch(State<T>& s) noexcept { return s.scratch_; }
-  template <class T>
-  static State<T> empty(Index n, Index d, Index dv, const ControlKind* kind) { return State<T>(n, d, dv, kind); }
-};
 
 // The control's tag as written in a blob: its explicit tag(), the same in every build.
 template <class C>

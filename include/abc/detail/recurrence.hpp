@@ -85,6 +85,11 @@ struct ReadScratch {
   ReadScratch(Index chunk, Index n) : gram(chunk, chunk), prev(chunk, n), pd(chunk, n), mix(chunk, chunk), den(chunk), floors(chunk) {}
 };
 
+// Tokens per block of the non-causal memory build, which has no per-token reads: its cost is two
+// GEMMs per block, so larger blocks than the causal kernel's chunk pay (bench/README.md, "Chunk
+// size", has the sweep). Options::chunk is the causal kernel's.
+inline constexpr Index build_block = 128;
+
 // Buffers of the chunked kernels, sized once per call: the schedule and effective weights of the
 // chunk's tokens, shared by every head that reads the memory, and one ReadScratch per head.
 template <class T>

@@ -46,7 +46,7 @@ T exp_sum(T* x, Index n, T shift) noexcept {
   }
   // The tail takes the scalar path; a slot always falls in the same path for a given n, so the
   // step, chunked and split runs compute it identically.
-  return detail::hsum(acc) + scalar::exp_sum(x + l, n - l, shift);
+  return impl::hsum(acc) + scalar::exp_sum(x + l, n - l, shift);
 #endif
 }
 

@@ -29,7 +29,7 @@ T update_dot(T* row, T a, T w, const T* x, const T* q, Index n) noexcept {
     r.store_unaligned(row + j);
     acc = xsimd::fma(r, B::load_unaligned(q + j), acc);
   }
-  return detail::hsum(acc) + scalar::update_dot(row + j, a, w, x + j, q + j, n - j);
+  return impl::hsum(acc) + scalar::update_dot(row + j, a, w, x + j, q + j, n - j);
 #endif
 }
 
@@ -63,7 +63,7 @@ T dot(const T* x, const T* y, Index n) noexcept {
   B acc(T(0));
   Index j = 0;
   for (; j + width <= n; j += width) acc = xsimd::fma(B::load_unaligned(x + j), B::load_unaligned(y + j), acc);
-  return detail::hsum(acc) + scalar::dot(x + j, y + j, n - j);
+  return impl::hsum(acc) + scalar::dot(x + j, y + j, n - j);
 #endif
 }
 
@@ -84,7 +84,7 @@ void axpy(T p, const T* x, T* out, Index n) noexcept {
 }
 
 #ifndef ABC_NO_SIMD
-namespace detail {
+namespace impl {
 // Σ over the full batches of one row (updated first when Update), left as a batch.
 template <bool Update, class B, class T>
 B row_dot_partial(T* row, T a, T w, const T* x, const T* q, Index full) noexcept {
@@ -201,7 +201,7 @@ void axpy_columns(Row* rows, Index ld, Index n, const T* a, const T* w, const T*
   }
   for (int c = 0; c < K; ++c) acc[c].store_unaligned(out + c * width);
 }
-}  // namespace detail
+}  // namespace impl
 #endif
 
 /// out = Σ_l p_l · row_l over n read-only rows of width dv at stride ld (overwritten): the
@@ -217,8 +217,8 @@ void weighted_rows(const T* rows, Index ld, Index n, Index dv, const T* p, T* ou
   const T* none = nullptr;  // no update: no decays, writes or input
   Index j = 0;
   for (; j + 4 * width <= dv; j += 4 * width)
-    detail::axpy_columns<4, false, B>(rows + j, ld, n, none, none, none, p, out + j);
-  for (; j + width <= dv; j += width) detail::axpy_columns<1, false, B>(rows + j, ld, n, none, none, none, p, out + j);
+    impl::axpy_columns<4, false, B>(rows + j, ld, n, none, none, none, p, out + j);
+  for (; j + width <= dv; j += width) impl::axpy_columns<1, false, B>(rows + j, ld, n, none, none, none, p, out + j);
   if (j < dv) scalar::weighted_rows(rows + j, ld, n, dv - j, p, out + j);
 #endif
 }
@@ -237,20 +237,20 @@ void rows_dot(T* rows, Index ld, Index n, Index d, const T* a, const T* w, const
   constexpr Index width = Index(B::size);
   const Index full = d - d % width;
   switch (full / width) {
-    case 1: return detail::dot_rows_fixed<1, Update, B>(rows, ld, n, d, a, w, x, q, scale, dots);
-    case 2: return detail::dot_rows_fixed<2, Update, B>(rows, ld, n, d, a, w, x, q, scale, dots);
-    case 3: return detail::dot_rows_fixed<3, Update, B>(rows, ld, n, d, a, w, x, q, scale, dots);
-    case 4: return detail::dot_rows_fixed<4, Update, B>(rows, ld, n, d, a, w, x, q, scale, dots);
+    case 1: return impl::dot_rows_fixed<1, Update, B>(rows, ld, n, d, a, w, x, q, scale, dots);
+    case 2: return impl::dot_rows_fixed<2, Update, B>(rows, ld, n, d, a, w, x, q, scale, dots);
+    case 3: return impl::dot_rows_fixed<3, Update, B>(rows, ld, n, d, a, w, x, q, scale, dots);
+    case 4: return impl::dot_rows_fixed<4, Update, B>(rows, ld, n, d, a, w, x, q, scale, dots);
     default: break;
   }
   for (Index l = 0; l < n; ++l) {
     T* row = rows + l * ld;
     if constexpr (Update) {
-      const B acc = detail::row_dot_partial<true, B>(row, a[l], w[l], x, q, full);
-      dots[l] = scale * (detail::hsum(acc) + scalar::update_dot(row + full, a[l], w[l], x + full, q + full, d - full));
+      const B acc = impl::row_dot_partial<true, B>(row, a[l], w[l], x, q, full);
+      dots[l] = scale * (impl::hsum(acc) + scalar::update_dot(row + full, a[l], w[l], x + full, q + full, d - full));
     } else {
-      const B acc = detail::row_dot_partial<false, B>(row, T(1), T(0), x, q, full);
-      dots[l] = scale * (detail::hsum(acc) + scalar::dot(row + full, q + full, d - full));
+      const B acc = impl::row_dot_partial<false, B>(row, T(1), T(0), x, q, full);
+      dots[l] = scale * (impl::hsum(acc) + scalar::dot(row + full, q + full, d - full));
     }
   }
 #endif
@@ -275,8 +275,8 @@ void rows_axpy(T* rows, Index ld, Index n, Index dv, const T* a, const T* w, con
     constexpr Index width = Index(B::size);
     Index j = 0;
     for (; j + 4 * width <= dv; j += 4 * width)
-      detail::axpy_columns<4, true, B>(rows + j, ld, n, a, w, x + j, p, out + j);
-    for (; j + width <= dv; j += width) detail::axpy_columns<1, true, B>(rows + j, ld, n, a, w, x + j, p, out + j);
+      impl::axpy_columns<4, true, B>(rows + j, ld, n, a, w, x + j, p, out + j);
+    for (; j + width <= dv; j += width) impl::axpy_columns<1, true, B>(rows + j, ld, n, a, w, x + j, p, out + j);
     if (j < dv) scalar::rows_axpy<true>(rows + j, ld, n, dv - j, a, w, x + j, p, out + j);
 #endif
   }

@@ -24,7 +24,7 @@ inline constexpr bool simd_enabled = true;
 template <class T>
 using batch = xsimd::batch<T>;
 
-namespace detail {
+namespace impl {
 // Horizontal sum: xsimd 8 calls it hadd, later versions reduce_add.
 template <class B>
 auto hsum(const B& b) noexcept {
@@ -34,7 +34,7 @@ auto hsum(const B& b) noexcept {
   return xsimd::hadd(b);
 #  endif
 }
-}  // namespace detail
+}  // namespace impl
 #endif
 
 }  // namespace kernel

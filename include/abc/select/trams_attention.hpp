@@ -15,6 +15,7 @@
 #include "../detail/check.hpp"
 #include "../detail/readout.hpp"
 #include "../error.hpp"
+#include "../options.hpp"
 #include "../types.hpp"
 #include "key_score.hpp"
 
@@ -155,7 +156,7 @@ class TramsAttention {
   /// The score that ranks the older pool tokens.
   const KeyScore<Scalar>& score() const noexcept { return score_; }
   /// The scale a read with keys of width `d` uses.
-  Scalar scale(Index d) const noexcept { return cfg_.scale > 0 ? Scalar(cfg_.scale) : Scalar(1) / std::sqrt(Scalar(d)); }
+  Scalar scale(Index d) const noexcept { return detail::read_scale<Scalar>(cfg_.scale, d); }
 
   /// An empty pool for keys of width d and values of width dv. \throws config_error if d or dv < 1
   /// (sizes, not data: zero-width q, k or v in a call are shape_errors naming them), shape_error if

@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. kernel::SoftmaxEngine, the softmax-readout memory's build, causal
+// and step kernels.
+#pragma once
+
+#include <algorithm>
+
+#include "../concepts.hpp"
+#include "../detail/compose.hpp"
+#include "../detail/recurrence.hpp"
+#include "../detail/state_access.hpp"
+#include "../options.hpp"
+#include "../state.hpp"
+#include "../types.hpp"
+#include "rows.hpp"
+
+ABC_NAMESPACE_BEGIN
+namespace kernel {
+
+/**
+ * \brief The kernels of a memory read by a softmax over slots, for a control with a sparse (one-hot)
+ * or a dense schedule: the memory of a whole sequence, the causal chunked and recurrent kernels,
+ * and the decode step.
+ *
+ * Runs only once every check has passed (abc::BoundedAttention and abc::MultiHeadAttention check
+ * first). `heads` query heads read one memory (one head, or the query heads of a grouped-query
+ * group sharing their key/value head's memory): query(g) and output(g) are head g's queries and
+ * outputs; the memory is updated once, and each head reads exactly what a memory of its own would
+ * give. `input` is the control input (the keys unless the caller gives one); when `projected`, it
+ * is already the control's logits x Wᵀ (see has_input_projection), formed for many heads at once.
+ */
+template <class Control>
+class SoftmaxEngine {
+  using T = typename Control::scalar_type;
+  static constexpr bool sparse = detail::has_sparse_schedule<Control>::value;
+  static constexpr bool has_decay = detail::decay_flag<Control>::value;
+  using Access = detail::StateAccess;
+
+ public:
+  SoftmaxEngine(const Control& control, const Options& options) noexcept : control_(control), options_(options) {}
+
+  /// The memory of all N tokens (the final state of the recurrence, of the control's non-causal
+  /// form when it has one) into the empty state `s`.
+  void build_memory(State<T>& s, const MatrixRef<T>& k, const MatrixRef<T>& v, const MatrixRef<T>& input,
+                    bool projected) const {
+    if constexpr (detail::has_noncausal_form<Control>::value)
+      build(control_.noncausal_form(input), s, input, projected, k, v);  // e.g. k-means sees every row
+    else
+      build(control_, s, input, projected, k, v);
+    Access::position(s) = k.rows();
+  }
+
+  /// Every query of one head reads the finished memory `s`; nothing changes.
+  template <class Q, class O>
+  void read_memory(const State<T>& s, const Q& q, O&& out) const {
+    detail::read_all<T>(s.keys(), s.values(), Access::written(s), masked(), range_of(0), scale(q.cols()), q, out);
+  }
+
+  /// Continues `s` over the N tokens of k, v; each head's query t reads the memory of keys ..t.
+  template <class QueryOf, class OutputOf>
+  void run_causal(State<T>& s, Index heads, const QueryOf& query, const OutputOf& output, const MatrixRef<T>& k,
+                  const MatrixRef<T>& v, const MatrixRef<T>& input, bool projected) const {
+    const Index n_keys = k.rows(), start = s.position();
+    if (n_keys == 0) return;
+    if (use_chunked()) {
+      const Index chunk = std::min(options_.chunk, n_keys);
+      detail::ChunkWorkspace<T> ws(chunk, control_.num_slots(), heads);
+      const T sc = scale(k.cols());
+      for (Index t0 = 0; t0 < n_keys; t0 += chunk) {
+        const Index c = std::min(chunk, n_keys - t0);
+        fill(control_, start + t0, c, input.middleRows(t0, c), projected, s, ws);
+        detail::causal_chunk<T>(
+            view(s), ws, c, has_decay, masked(), range_of(start + t0), sc, heads,
+            [&](Index g) { return query(g).middleRows(t0, c); }, [&](Index g) { return output(g).middleRows(t0, c); },
+            k.middleRows(t0, c), v.middleRows(t0, c));
+      }
+    } else {
+      Access::reserve_scratch(s, heads, control_.num_slots());
+      for (Index t = 0; t < n_keys; ++t)
+        advance_and_read(
+            s, start + t, heads, [&](Index g) { return query(g).row(t).data(); },
+            [&](Index g) { return output(g).row(t).data(); }, k.row(t).data(), v.row(t).data(), input.row(t),
+            projected, k.cols(), v.cols());
+    }
+    Access::position(s) = start + n_keys;
+  }
+
+  /// One decode step of `heads` heads: the token at the state's position, written then read.
+  template <class QueryOf, class OutputOf, class Input>
+  void step_heads(State<T>& s, Index heads, const QueryOf& query, const OutputOf& output, const T* k, const T* v,
+                  const Input& input, bool projected, Index d, Index dv) const {
+    Access::reserve_scratch(s, heads, control_.num_slots());
+    advance_and_read(s, s.position(), heads, query, output, k, v, input, projected, d, dv);
+    ++Access::position(s);
+  }
+
+ private:
+  bool masked() const noexcept { return options_.empty_slots == EmptySlots::masked; }
+  T scale(Index d) const noexcept { return detail::read_scale<T>(options_.scale, d); }
+
+  bool use_chunked() const noexcept {
+    switch (options_.causal_kernel) {
+      case CausalKernel::chunked: return true;
+      case CausalKernel::recurrent: return false;
+      case CausalKernel::automatic: break;
+    }
+    return !sparse;  // one-hot writes are O(d) per token: the token loop is the cheaper kernel
+  }
+
+  // The slots query `first + i` may read, as a function of i.
+  auto range_of(Index first) const noexcept {
+    return [this, first](Index i) -> detail::SlotRange {
+      if constexpr (detail::has_read_range<Control>::value) {
+        const auto r = control_.read_range(first + i);
+        return {r.first, r.second};
+      } else {
+        (void)first;
+        (void)i;
+        return {0, control_.num_slots()};
+      }
+    };
+  }
+
+  static detail::MemoryView<T> view(State<T>& s) noexcept {
+    return {Access::keys(s), Access::values(s), Access::norm(s), Access::written(s)};
+  }
+
+  // The control's schedule for tokens [t0, t0 + c) as dense rows of decays and writes.
+  static void fill(const Control& ctl, Index t0, Index c, const MatrixRef<T>& input, bool projected, State<T>& s,
+                   detail::ChunkWorkspace<T>& ws) {
+    if constexpr (sparse) {
+      for (Index t = 0; t < c; ++t) {
+        SparseWrite<T, Control::max_writes> sw;
+        detail::sparse_schedule(ctl, t0 + t, input.row(t).transpose(), Access::norm(s), Access::positions(s), sw);
+        detail::expand_sparse(sw, ws.decay.row(t), ws.write.row(t));
+      }
+    } else {
+      if constexpr (detail::has_input_projection<Control>::value)
+        if (projected) return ctl.schedule_projected(t0, input, Access::norm(s), ws.decay.topRows(c), ws.write.topRows(c));
+      detail::dense_schedule(ctl, t0, input, Access::norm(s), Access::positions(s), ws.decay.topRows(c),
+                             ws.write.topRows(c));
+    }
+    (void)projected;
+  }
+
+  void build(const Control& ctl, State<T>& s, const MatrixRef<T>& input, bool projected, const MatrixRef<T>& k,
+             const MatrixRef<T>& v) const {
+    const Index n_keys = k.rows();
+    if constexpr (sparse) {
+      // One-hot writes: O(d) per token, no dense weights at all.
+      for (Index t = 0; t < n_keys; ++t) {
+        SparseWrite<T, Control::max_writes> sw;
+        detail::sparse_schedule(ctl, t, input.row(t).transpose(), Access::norm(s), Access::positions(s), sw);
+        detail::apply_sparse<T, Control::max_writes>(view(s), sw, k.row(t).transpose(), v.row(t).transpose());
+      }
+      (void)projected;
+    } else {
+      const Index chunk = std::min(detail::build_block, std::max<Index>(n_keys, 1));
+      detail::ChunkWorkspace<T> ws(chunk, control_.num_slots(), 0);
+      for (Index t0 = 0; t0 < n_keys; t0 += chunk) {
+        const Index c = std::min(chunk, n_keys - t0);
+        fill(ctl, t0, c, input.middleRows(t0, c), projected, s, ws);
+        detail::advance_chunk<T>(view(s), ws, c, has_decay, k.middleRows(t0, c), v.middleRows(t0, c));
+      }
+    }
+  }
+
+  // Token t: the control's write into the memory, then each head's read, in two passes over the
+  // state: each K̃ row is updated and dotted with the first head's query in one go (the other heads
+  // read the updated rows), and after the softmax each Ṽ row is updated and accumulated into the
+  // first head's output (kernel/rows.hpp). Scratch rows of the state hold the decays (row 0), the
+  // writes (row 1) and one score row per head, so a step allocates nothing.
+  template <class QueryOf, class OutputOf, class Input>
+  void advance_and_read(State<T>& s, Index t, Index heads, const QueryOf& query, const OutputOf& output, const T* k,
+                        const T* v, const Input& input, bool projected, Index d, Index dv) const {
+    const Index n = control_.num_slots();
+    Matrix<T>& scratch = Access::scratch(s);
+    T* a = scratch.row(0).data();
+    T* w = scratch.row(1).data();
+    const auto scores = [&scratch](Index g) { return scratch.row(2 + g).data(); };
+    T* keys = Access::keys(s).data();
+    const T sc = scale(d);
+    if constexpr (sparse) {
+      SparseWrite<T, Control::max_writes> sw;
+      detail::sparse_schedule(control_, t, input.transpose(), Access::norm(s), Access::positions(s), sw);
+      detail::apply_sparse<T, Control::max_writes>(view(s), sw, VectorRef<T>(Eigen::Map<const Vector<T>>(k, d)),
+                                                   VectorRef<T>(Eigen::Map<const Vector<T>>(v, dv)));
+      for (Index g = 0; g < heads; ++g) rows_dot<false>(keys, d, n, d, a, w, k, query(g), sc, scores(g));
+      (void)projected;
+    } else {
+      bool done = false;
+      if constexpr (detail::has_input_projection<Control>::value)
+        if (projected) {
+          control_.schedule_projected(t, input, Access::norm(s), scratch.row(0), scratch.row(1));
+          done = true;
+        }
+      if (!done)
+        detail::dense_schedule(control_, t, input, Access::norm(s), Access::positions(s), scratch.row(0),
+                               scratch.row(1));
+      detail::mark_written<T>(has_decay, scratch.row(0), scratch.row(1), Access::written(s));
+      rows_dot<true>(keys, d, n, d, a, w, k, query(0), sc, scores(0));
+      for (Index g = 1; g < heads; ++g) rows_dot<false>(keys, d, n, d, a, w, k, query(g), sc, scores(g));
+    }
+    const detail::SlotRange range = range_of(t)(0);
+    const std::uint8_t* written = Access::written(s).data();
+    for (Index g = 0; g < heads; ++g) detail::softmax_slots(scores(g), n, written, masked(), range);
+    // A one-hot write has already been applied: then every pass only reads Ṽ.
+    T* values = Access::values(s).data();
+    rows_axpy<!sparse>(values, dv, n, dv, a, w, v, scores(0), output(0));
+    for (Index g = 1; g < heads; ++g) rows_axpy<false>(values, dv, n, dv, a, w, v, scores(g), output(g));
+  }
+
+  const Control& control_;
+  const Options& options_;
+};
+
+}  // namespace kernel
+ABC_NAMESPACE_END
