@@ -68,10 +68,8 @@ class Linformer {
 
  private:
   static Matrix<Scalar> random_weights(Index n, Index n_max, std::uint64_t seed) {
-    detail::require_at_least("abc::control::Linformer", "n", n, 1, "at least one slot");
-    detail::require_at_least("abc::control::Linformer", "n_max", n_max, 1, "at least one position");
-    detail::require_product("abc::control::Linformer", "n × n_max (the weights' entries)", n, n_max);
-    return detail::gaussian_matrix<Scalar>(n, n_max, 1.0 / std::sqrt(static_cast<double>(n_max)), seed);
+    return detail::random_weights<Scalar>("abc::control::Linformer", n, "n", "at least one slot", n_max, "n_max",
+                                          "at least one position", "n × n_max (the weights' entries)", seed);
   }
 
   Matrix<Scalar> w_;

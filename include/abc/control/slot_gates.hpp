@@ -133,10 +133,8 @@ class SlotGates {
   }
 
   static Matrix<Scalar> random_weights(Index d_x, Index n, std::uint64_t seed) {
-    detail::require_at_least("abc::control::SlotGates::random", "d_x", d_x, 1, "at least one input column");
-    detail::require_at_least("abc::control::SlotGates::random", "n", n, 1, "at least one slot");
-    detail::require_product("abc::control::SlotGates::random", "n × d_x (the weights' entries)", n, d_x);
-    return detail::gaussian_matrix<Scalar>(n, d_x, 1.0 / std::sqrt(static_cast<double>(d_x)), seed);
+    return detail::random_weights<Scalar>("abc::control::SlotGates::random", n, "n", "at least one slot", d_x, "d_x",
+                                          "at least one input column", "n × d_x (the weights' entries)", seed);
   }
 
   Matrix<Scalar> w_;

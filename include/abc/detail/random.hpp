@@ -6,6 +6,8 @@
 #include <cstdint>
 
 #include "../types.hpp"
+#include "check.hpp"
+#include "control_check.hpp"
 
 ABC_NAMESPACE_BEGIN
 namespace detail {
@@ -41,6 +43,18 @@ Matrix<T> gaussian_matrix(Index rows, Index cols, double sd, std::uint64_t seed)
   Matrix<T> w(rows, cols);
   for (Index i = 0; i < w.size(); ++i) w.data()[i] = static_cast<T>(sd * normal(seed, static_cast<std::uint64_t>(i)));
   return w;
+}
+
+// A control's random weights W [rows × cols] ~ N(0, 1/cols), so a unit-variance input of width
+// cols gives unit-variance logits. The input width is checked first, then the rows, then that
+// their product fits; `who` and the names say whose and which in the error.
+template <class T>
+Matrix<T> random_weights(const char* who, Index rows, const char* rows_arg, const char* rows_rule, Index cols,
+                         const char* cols_arg, const char* cols_rule, const char* entries, std::uint64_t seed) {
+  require_at_least(who, cols_arg, cols, 1, cols_rule);
+  require_at_least(who, rows_arg, rows, 1, rows_rule);
+  require_product(who, entries, rows, cols);
+  return gaussian_matrix<T>(rows, cols, 1.0 / std::sqrt(static_cast<double>(cols)), seed);
 }
 
 }  // namespace detail

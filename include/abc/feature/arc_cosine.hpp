@@ -4,9 +4,8 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
-#include "../detail/check.hpp"
-#include "../detail/control_check.hpp"
 #include "../types.hpp"
 #include "input_norm.hpp"
 
@@ -26,7 +25,7 @@ namespace feature {
  * unless a floor is set. Finite inputs of any magnitude have finite features under `unit`.
  */
 template <class T = float>
-class ArcCosine {
+class ArcCosine : public detail::RandomProjection<T> {
  public:
   /// float or double.
   using scalar_type = T;
@@ -35,30 +34,17 @@ class ArcCosine {
 
   /// From W [D × d], reading x/‖x‖ (`unit`, the default) or x (`raw`).
   /// \throws config_error if W is empty or not finite.
-  explicit ArcCosine(Matrix<T> w, InputNorm norm = InputNorm::unit) : w_(std::move(w)), norm_(norm) {
-    detail::require_at_least("abc::feature::ArcCosine", "W.rows() (D)", w_.rows(), 1, "at least one feature");
-    detail::require_at_least("abc::feature::ArcCosine", "W.cols() (d)", w_.cols(), 1, "inputs need a column");
-    if (auto p = detail::finite_problem("W", w_)) detail::raise("abc::feature::ArcCosine", p);
-  }
+  explicit ArcCosine(Matrix<T> w, InputNorm norm = InputNorm::unit)
+      : detail::RandomProjection<T>("abc::feature::ArcCosine", std::move(w), norm) {}
 
-  /// d, the input width (W's columns).
-  Index input_dim() const noexcept { return w_.cols(); }
-  Index size() const noexcept { return w_.rows(); }  ///< D
-  /// W [D × d].
-  const Matrix<T>& projection() const noexcept { return w_; }
-  /// Whether inputs are mapped to x/‖x‖ (`unit`) or as given (`raw`) before the projection.
-  InputNorm input_norm() const noexcept { return norm_; }
+  Index size() const noexcept { return this->projection().rows(); }  ///< D
 
   /// φ of each row of x [rows × d] into phi [rows × D].
   void map(MatrixRef<T> x, MatrixOut<T> phi) const {
     if (x.rows() == 0) return;  // no rows: nothing to map
-    detail::project_direction<T>(x, w_, norm_, phi);
-    phi = (T(1) / std::sqrt(T(w_.rows()))) * phi.array().max(T(0));
+    this->project(x, phi);
+    phi = (T(1) / std::sqrt(T(this->projection().rows()))) * phi.array().max(T(0));
   }
-
- private:
-  Matrix<T> w_;
-  InputNorm norm_;
 };
 
 }  // namespace feature

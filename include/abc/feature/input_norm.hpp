@@ -5,6 +5,10 @@
 
 #include <cmath>
 
+#include <utility>
+
+#include "../detail/check.hpp"
+#include "../detail/control_check.hpp"
 #include "../types.hpp"
 
 ABC_NAMESPACE_BEGIN
@@ -75,6 +79,32 @@ void project_direction(MatrixRef<T> x, const Matrix<T>& w, feature::InputNorm no
     }
   }
 }
+
+// What a random-projection feature map holds: W [D × d] and what it does with the input's norm,
+// checked once for both maps (`who` names the map in the error).
+template <class T>
+class RandomProjection {
+ public:
+  /// d, the input width (W's columns).
+  Index input_dim() const noexcept { return w_.cols(); }
+  /// W [D × d].
+  const Matrix<T>& projection() const noexcept { return w_; }
+  /// Whether inputs are mapped to x/‖x‖ (`unit`) or as given (`raw`) before the projection.
+  feature::InputNorm input_norm() const noexcept { return norm_; }
+
+ protected:
+  RandomProjection(const char* who, Matrix<T> w, feature::InputNorm norm) : w_(std::move(w)), norm_(norm) {
+    require_at_least(who, "W.rows() (D)", w_.rows(), 1, "at least one feature");
+    require_at_least(who, "W.cols() (d)", w_.cols(), 1, "inputs need a column");
+    if (auto p = finite_problem("W", w_)) raise(who, p);
+  }
+  // proj = W x̂ for each row of x (project_direction).
+  void project(const MatrixRef<T>& x, MatrixOut<T> proj) const { project_direction<T>(x, w_, norm_, proj); }
+
+ private:
+  Matrix<T> w_;
+  feature::InputNorm norm_;
+};
 
 }  // namespace detail
 ABC_NAMESPACE_END

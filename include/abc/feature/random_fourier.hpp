@@ -4,9 +4,8 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
-#include "../detail/check.hpp"
-#include "../detail/control_check.hpp"
 #include "../types.hpp"
 #include "input_norm.hpp"
 
@@ -28,7 +27,7 @@ namespace feature {
  * \tparam T float or double.
  */
 template <class T = float>
-class RandomFourier {
+class RandomFourier : public detail::RandomProjection<T> {
  public:
   /// float or double.
   using scalar_type = T;
@@ -37,34 +36,21 @@ class RandomFourier {
 
   /// From W [D × d], reading x/‖x‖ (`unit`, the default) or x (`raw`).
   /// \throws config_error if W is empty or not finite.
-  explicit RandomFourier(Matrix<T> w, InputNorm norm = InputNorm::unit) : w_(std::move(w)), norm_(norm) {
-    detail::require_at_least("abc::feature::RandomFourier", "W.rows() (D)", w_.rows(), 1, "at least one feature");
-    detail::require_at_least("abc::feature::RandomFourier", "W.cols() (d)", w_.cols(), 1, "inputs need a column");
-    if (auto p = detail::finite_problem("W", w_)) detail::raise("abc::feature::RandomFourier", p);
-  }
+  explicit RandomFourier(Matrix<T> w, InputNorm norm = InputNorm::unit)
+      : detail::RandomProjection<T>("abc::feature::RandomFourier", std::move(w), norm) {}
 
-  /// d, the input width (W's columns).
-  Index input_dim() const noexcept { return w_.cols(); }
-  Index size() const noexcept { return 2 * w_.rows(); }  ///< 2D
-  /// W [D × d].
-  const Matrix<T>& projection() const noexcept { return w_; }
-  /// Whether inputs are mapped to x/‖x‖ (`unit`) or as given (`raw`) before the projection.
-  InputNorm input_norm() const noexcept { return norm_; }
+  Index size() const noexcept { return 2 * this->projection().rows(); }  ///< 2D
 
   /// φ of each row of x [rows × d] into phi [rows × 2D].
   void map(MatrixRef<T> x, MatrixOut<T> phi) const {
     if (x.rows() == 0) return;  // no rows: the column blocks of an empty buffer are not formed
-    const Index D = w_.rows();
+    const Index D = this->projection().rows();
     auto proj = phi.leftCols(D);
-    detail::project_direction<T>(x, w_, norm_, proj);
+    this->project(x, proj);
     const T scale = T(1) / std::sqrt(T(D));
     phi.rightCols(D) = scale * proj.array().cos();
     proj = scale * proj.array().sin();
   }
-
- private:
-  Matrix<T> w_;
-  InputNorm norm_;
 };
 
 }  // namespace feature
