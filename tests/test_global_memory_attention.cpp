@@ -5,7 +5,7 @@
 #include <abc/bounded_attention.hpp>
 #include <abc/control/concat.hpp>
 #include <abc/control/global_tokens.hpp>
-#include <abc/detail/readout.hpp>
+#include <abc/kernel/softmax_slots.hpp>
 #include <abc/global_memory_attention.hpp>
 
 #include <cmath>
@@ -174,10 +174,10 @@ TEMPLATE_TEST_CASE("softmax_slots reads one or two slot ranges", "[gmat][readout
   const auto logits = ref::random<T>(1, n, 880, 3.0);
   const std::vector<std::uint8_t> written = {1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1};
   for (bool mask : {false, true})
-    for (auto r : {abc::detail::SlotRange{2, 5}, abc::detail::SlotRange{2, 5, 8, 12}, abc::detail::SlotRange{0, 3, 6, 7},
-                   abc::detail::SlotRange{4, 4, 9, 10}, abc::detail::SlotRange{0, 12, 3, 3}}) {
+    for (auto r : {abc::kernel::SlotRange{2, 5}, abc::kernel::SlotRange{2, 5, 8, 12}, abc::kernel::SlotRange{0, 3, 6, 7},
+                   abc::kernel::SlotRange{4, 4, 9, 10}, abc::kernel::SlotRange{0, 12, 3, 3}}) {
       abc::Matrix<T> p = logits;
-      abc::detail::softmax_slots(p.data(), n, written.data(), mask, r);
+      abc::kernel::softmax_slots(p.data(), n, written.data(), mask, r);
       std::vector<bool> readable;
       for (Index l = 0; l < n; ++l)
         readable.push_back(((l >= r.lo && l < r.hi) || (l >= r.lo2 && l < r.hi2)) && (!mask || written[size_t(l)]));

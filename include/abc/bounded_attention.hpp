@@ -112,9 +112,7 @@ class BoundedAttention {
   /// Allocation of the output left to the caller: `out` must be [M × dv].
   void forward_into(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v, MatrixOut<T> out, const Rows& x = {}) const {
     require(Form::non_causal, nullptr, q, k, v, x.get(), out);
-    state_type s = make_state(k.cols(), v.cols());
-    engine().build_memory(s, k, v, x.get() ? *x.get() : k, false);
-    engine().read_memory(s, q, out);
+    engine().read_memory(built(k, v, x), q, out);
   }
   /// The checks of forward(q, k, v, x), without throwing: Status::ok when the call would succeed,
   /// else the Status of the first failed check.
@@ -139,9 +137,7 @@ class BoundedAttention {
   state_type memory(MatrixRef<T> k, MatrixRef<T> v, const Rows& x = {}) const {
     if (auto p = detail::call_problem(control_, Form::memory, nullptr, k, k, v, x.get()))
       detail::raise(detail::call_name(Form::memory), p);
-    state_type s = make_state(k.cols(), v.cols());
-    engine().build_memory(s, k, v, x.get() ? *x.get() : k, false);
-    return s;
+    return built(k, v, x);
   }
   /// Every query of q [M × d] reads `memory` (from memory(), make_state() or a decode in progress)
   /// without changing it: [M × dv]. \throws shape_error, config_error
@@ -193,7 +189,7 @@ class BoundedAttention {
     require(Form::causal, &state, q, k, v, x.get(), out);
     engine().run_causal(
         state, 1, [&q](Index) -> const MatrixRef<T>& { return q; }, [&out](Index) -> MatrixOut<T>& { return out; }, k,
-        v, x.get() ? *x.get() : k, false);
+        v, x.value_or(k), false);
   }
   /// The checks of forward_causal(state, q, k, v, x), without throwing; `state` is only read.
   [[nodiscard]] Status validate(const state_type& state, MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v,
@@ -230,7 +226,7 @@ class BoundedAttention {
   /// Allocation-free step: `out` must hold dv entries.
   void step_into(state_type& state, VectorRef<T> q_t, VectorRef<T> k_t, VectorRef<T> v_t, VectorOut<T> out,
                  const Row& x_t = {}) const {
-    const MatrixRef<T> x = rows(x_t.get() ? *x_t.get() : k_t);
+    const MatrixRef<T> x = rows(x_t.value_or(k_t));
     require(Form::step, &state, rows(q_t), rows(k_t), rows(v_t), x_t.get() ? &x : nullptr, out);
     engine().step_heads(
         state, 1, [&q_t](Index) { return q_t.data(); }, [&out](Index) { return out.data(); }, k_t.data(), v_t.data(),
@@ -239,13 +235,20 @@ class BoundedAttention {
   /// The checks of step(state, q_t, k_t, v_t, x_t), without throwing; `state` is only read.
   [[nodiscard]] Status validate_step(const state_type& state, VectorRef<T> q_t, VectorRef<T> k_t, VectorRef<T> v_t,
                                      const Row& x_t = {}) const noexcept {
-    const MatrixRef<T> x = rows(x_t.get() ? *x_t.get() : k_t);
+    const MatrixRef<T> x = rows(x_t.value_or(k_t));
     return detail::call_problem(control_, Form::step, &state, rows(q_t), rows(k_t), rows(v_t), x_t.get() ? &x : nullptr)
         .status;
   }
 
  private:
   kernel::Engine<Control> engine() const noexcept { return {control_, options_}; }
+
+  // The memory of keys k, values v and control input x (checked already).
+  state_type built(const MatrixRef<T>& k, const MatrixRef<T>& v, const Rows& x) const {
+    state_type s = make_state(k.cols(), v.cols());
+    engine().build_memory(s, k, v, x.value_or(k), false);
+    return s;
+  }
 
   // A vector as a one-row matrix view (no copy): step shares every check with the parallel calls.
   static Eigen::Map<const Matrix<T>> rows(const VectorRef<T>& x) noexcept {

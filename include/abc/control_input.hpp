@@ -36,6 +36,8 @@ class ControlInput {
 
   /// The input, or nullptr when none was given.
   const Ref* get() const noexcept { return ref_ ? &*ref_ : nullptr; }
+  /// The input, or `keys` when none was given.
+  const Ref& value_or(const Ref& keys) const noexcept { return ref_ ? *ref_ : keys; }
 
  private:
   std::optional<Ref> ref_;

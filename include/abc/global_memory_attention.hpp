@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "detail/check.hpp"
-#include "detail/readout.hpp"
-#include "detail/recurrence.hpp"
+#include "kernel/softmax_slots.hpp"
+#include "kernel/recurrence.hpp"
 #include "error.hpp"
 #include "local_pattern.hpp"
 #include "options.hpp"
@@ -30,7 +30,7 @@ ABC_NAMESPACE_BEGIN
  *
  * Built on the core's read: a block of main queries reads a gathered memory [its main keys ; the
  * M memory keys] — one-hot slots of an ABC memory, the local part then the global-token part, as
- * in control::Concat — through detail::read_all, each query limited to its pattern by a slot range
+ * in control::Concat — through kernel::read_all, each query limited to its pattern by a slot range
  * (two ranges for a window row in mid-sequence: its band, then the memory). A chunk is read with
  * one C × (C + M) product; memory rows read all L + M slots. Work is Σ_i |B_i| + 2LM + M² scores
  * (score_count), instead of (L + M)².
@@ -173,10 +173,10 @@ class GlobalMemoryAttention {
       auto range_of = [&](Index r) {
         const auto b = pattern_.range(i0 + r, L);
         // Band then memory: one range when the band ends where the memory starts, else two.
-        if (b.second == s1) return detail::SlotRange{b.first - s0, span + M};
-        return detail::SlotRange{b.first - s0, b.second - s0, span, span + M};
+        if (b.second == s1) return kernel::SlotRange{b.first - s0, span + M};
+        return kernel::SlotRange{b.first - s0, b.second - s0, span, span + M};
       };
-      detail::read_all<Scalar>(keys, values, none, false, range_of, sc, q.middleRows(i0, rows),
+      kernel::read_all<Scalar>(keys, values, none, false, range_of, sc, q.middleRows(i0, rows),
                                out.middleRows(i0, rows));
     }
   }
@@ -191,8 +191,8 @@ class GlobalMemoryAttention {
     values.topRows(L) = v_x;
     values.bottomRows(M) = v_m;
     const std::vector<std::uint8_t> none;
-    auto all = [&](Index) { return detail::SlotRange{0, L + M}; };
-    detail::read_all<Scalar>(keys, values, none, false, all, scale(k_x.cols()), q_m, out);
+    auto all = [&](Index) { return kernel::SlotRange{0, L + M}; };
+    kernel::read_all<Scalar>(keys, values, none, false, all, scale(k_x.cols()), q_m, out);
   }
 
   LocalPattern pattern_;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // abc tests: the SIMD row kernels against the scalar ones (kernel/scalar.hpp is the oracle), at
 // lengths around the batch width and at unaligned addresses.
-#include <abc/detail/readout.hpp>
+#include <abc/kernel/softmax_slots.hpp>
 #include <abc/kernel/exp_sum.hpp>
 #include <abc/kernel/forget_gate.hpp>
 #include <abc/kernel/online_normalise.hpp>
@@ -300,8 +300,8 @@ TEMPLATE_TEST_CASE("softmax_slots: unreadable slots get exactly 0", "[kernel][ex
       if (l % 11 == 5) logits[size_t(l)] = std::numeric_limits<T>::quiet_NaN();
       if (l % 13 == 6) logits[size_t(l)] = T(-1e4);  // readable, but exp(−1e4 − max) underflows: 0 too
     }
-    const abc::detail::SlotRange range{std::min<Index>(1, n), std::max<Index>(n - 2, std::min<Index>(1, n))};
-    const bool any = abc::detail::softmax_slots(logits.data(), n, written.data(), true, range);
+    const abc::kernel::SlotRange range{std::min<Index>(1, n), std::max<Index>(n - 2, std::min<Index>(1, n))};
+    const bool any = abc::kernel::softmax_slots(logits.data(), n, written.data(), true, range);
     double total = 0;
     Index readable_count = 0;
     for (Index l = 0; l < n; ++l) {

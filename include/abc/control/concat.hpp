@@ -11,7 +11,7 @@
 #include "../detail/check.hpp"
 #include "../detail/compose.hpp"
 #include "../detail/control_kind.hpp"
-#include "../detail/recurrence.hpp"
+#include "../kernel/recurrence.hpp"
 #include "../error.hpp"
 #include "../schedule.hpp"
 #include "../types.hpp"
@@ -185,7 +185,7 @@ class Concat {
       for (Index t = 0; t < x.rows(); ++t) {
         SparseWrite<T, C::max_writes> sw;
         detail::sparse_schedule(c, t0 + t, x.row(t).transpose(), norm, positions, sw);
-        detail::expand_sparse(sw, decay.row(t), write.row(t));
+        kernel::expand_sparse(sw, decay.row(t), write.row(t));
       }
     } else {
       detail::dense_schedule(c, t0, x, norm, positions, decay, write);

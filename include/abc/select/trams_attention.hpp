@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "../detail/check.hpp"
-#include "../detail/readout.hpp"
+#include "../kernel/softmax_slots.hpp"
 #include "../error.hpp"
 #include "../options.hpp"
 #include "../types.hpp"
@@ -50,7 +50,7 @@ struct TramsConfig {
  * takes at most the tokens that exist.
  *
  * The read is exact softmax attention over the kept set: the gathered keys are one-hot slots of an
- * ABC memory, read by the core's softmax over slots (detail::softmax_slots) with the segment's
+ * ABC memory, read by the core's softmax over slots (kernel::softmax_slots) with the segment's
  * causal limit as the readable range. `step` is a segment of one token (it reselects every token).
  *
  * Position terms (Transformer-XL) are the caller's: `distances` reports, per query and kept key,
@@ -348,7 +348,7 @@ class TramsAttention {
         for (Index j = 0; j < m + i + 1; ++j) s.logits_(i, j) += static_cast<Scalar>(bias(i, dist(i, j)));
     }
     for (Index i = 0; i < n; ++i)  // query i reads the kept tokens and segment tokens 0..i
-      detail::softmax_slots(s.logits_.row(i).data(), keys, nullptr, false, detail::SlotRange{0, m + i + 1});
+      kernel::softmax_slots(s.logits_.row(i).data(), keys, nullptr, false, kernel::SlotRange{0, m + i + 1});
     out.noalias() = s.logits_ * s.gather_values_;
     for (Index i = 0; i < n; ++i) s.push(k.row(i).data(), v.row(i).data(), score_(k.row(i).data(), d));
   }

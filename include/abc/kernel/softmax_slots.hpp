@@ -5,11 +5,11 @@
 #include <cstdint>
 #include <limits>
 
-#include "../kernel/exp_sum.hpp"
+#include "exp_sum.hpp"
 #include "../types.hpp"
 
 ABC_NAMESPACE_BEGIN
-namespace detail {
+namespace kernel {
 
 // The slots a query may read: [lo, hi), and [lo2, hi2) when that second range is not empty. All of
 // them unless the control restricts it (Dilated reads one of its ring buffers per query; GMAT's
@@ -59,5 +59,5 @@ bool softmax_slots(T* logits, Index n, const std::uint8_t* written, bool mask, S
   return true;
 }
 
-}  // namespace detail
+}  // namespace kernel
 ABC_NAMESPACE_END

@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <cmath>
 
-#include "../kernel/rows.hpp"
+#include "rows.hpp"
 #include "../types.hpp"
 #include "recurrence.hpp"
 
 ABC_NAMESPACE_BEGIN
-namespace detail {
+namespace kernel {
 
 // The readout φ(q)ᵀṼ / φ(q)·z is a ratio, unchanged when φ(q) is scaled by any positive factor. A
 // row of φ(q) whose largest |entry| lies outside [2^-32, 2^32] (subnormal features, or features
@@ -147,5 +147,5 @@ void read_all_linear(const Matrix<T>& values, const Eigen::Ref<const Vector<T>>&
   for (Index i = 0; i < out.rows(); ++i) divide_by_denominator(out.row(i).data(), out.cols(), den(i), floors(i));
 }
 
-}  // namespace detail
+}  // namespace kernel
 ABC_NAMESPACE_END

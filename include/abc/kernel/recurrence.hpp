@@ -8,10 +8,10 @@
 
 #include "../schedule.hpp"
 #include "../types.hpp"
-#include "readout.hpp"
+#include "softmax_slots.hpp"
 
 ABC_NAMESPACE_BEGIN
-namespace detail {
+namespace kernel {
 
 // The mutable parts of a State, as the kernels see them.
 template <class T>
@@ -201,5 +201,5 @@ void read_all(const Matrix<T>& keys, const Matrix<T>& values, const std::vector<
   out.noalias() = p * values;
 }
 
-}  // namespace detail
+}  // namespace kernel
 ABC_NAMESPACE_END
