@@ -11,7 +11,6 @@
 #include "../detail/check.hpp"
 #include "../detail/compose.hpp"
 #include "../detail/control_kind.hpp"
-#include "../kernel/recurrence.hpp"
 #include "../error.hpp"
 #include "../schedule.hpp"
 #include "../types.hpp"
@@ -159,8 +158,8 @@ class Concat {
   void schedule(Index t0, MatrixRef<scalar_type> x, MatrixOut<scalar_type> norm, PositionsOut positions,
                 MatrixOut<scalar_type> decay, MatrixOut<scalar_type> write) const {
     const Index na = a_.num_slots(), nb = b_.num_slots();
-    part(a_, t0, x, norm.leftCols(na), positions.head(na), decay.leftCols(na), write.leftCols(na));
-    part(b_, t0, x, norm.rightCols(nb), positions.tail(nb), decay.rightCols(nb), write.rightCols(nb));
+    detail::schedule_rows(a_, t0, x, norm.leftCols(na), positions.head(na), decay.leftCols(na), write.leftCols(na));
+    detail::schedule_rows(b_, t0, x, norm.rightCols(nb), positions.tail(nb), decay.rightCols(nb), write.rightCols(nb));
   }
 
  private:
@@ -178,19 +177,6 @@ class Concat {
     for (int j = 0; j < w.count; ++j) w.writes[static_cast<std::size_t>(j)].weight = T(0);
   }
 
-  template <class C>
-  static void part(const C& c, Index t0, const MatrixRef<T>& x, MatrixOut<T> norm, PositionsOut positions,
-                   MatrixOut<T> decay, MatrixOut<T> write) {
-    if constexpr (is_sparse_control_v<C>) {
-      for (Index t = 0; t < x.rows(); ++t) {
-        SparseWrite<T, C::max_writes> sw;
-        detail::sparse_schedule(c, t0 + t, x.row(t).transpose(), norm, positions, sw);
-        kernel::expand_sparse(sw, decay.row(t), write.row(t));
-      }
-    } else {
-      detail::dense_schedule(c, t0, x, norm, positions, decay, write);
-    }
-  }
 
   A a_;
   B b_;

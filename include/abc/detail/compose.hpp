@@ -61,6 +61,35 @@ void dense_schedule(const C& c, Index t0, MatrixRef<typename C::scalar_type> x,
   }
 }
 
+// A sparse schedule as one dense row of decays and writes (for the chunked kernels).
+template <class T, int W, class RowA, class RowW>
+void expand_sparse(const SparseWrite<T, W>& s, RowA&& a, RowW&& w) {
+  a.setConstant(s.decay_all);
+  w.setZero();
+  for (int j = 0; j < s.count; ++j) {
+    const SlotWrite<T>& sw = s.writes[static_cast<std::size_t>(j)];
+    a(sw.slot) *= sw.decay;
+    w(sw.slot) = sw.weight;
+  }
+}
+
+// Any control's schedule for tokens [t0, t0 + x.rows()) as dense rows of decays and writes: a
+// sparse schedule token by token, its writes expanded; a dense one as it is.
+template <class C>
+void schedule_rows(const C& c, Index t0, MatrixRef<typename C::scalar_type> x, MatrixOut<typename C::scalar_type> norm,
+                   PositionsOut positions, MatrixOut<typename C::scalar_type> decay,
+                   MatrixOut<typename C::scalar_type> write) {
+  if constexpr (has_sparse_schedule<C>::value) {
+    for (Index t = 0; t < x.rows(); ++t) {
+      SparseWrite<typename C::scalar_type, C::max_writes> sw;
+      sparse_schedule(c, t0 + t, x.row(t).transpose(), norm, positions, sw);
+      expand_sparse(sw, decay.row(t), write.row(t));
+    }
+  } else {
+    dense_schedule(c, t0, x, norm, positions, decay, write);
+  }
+}
+
 // The rule for the per-slot state of a control that states none of its own: a normaliser whose
 // running max is finite or −∞ and whose sum is finite (a running-mean count, or RFA's z, which
 // sin/cos features can make negative), and no positions (such a control never sets them).

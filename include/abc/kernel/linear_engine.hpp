@@ -39,14 +39,14 @@ class LinearEngine {
   void build_memory(State<T>& s, const MatrixRef<T>& k, const MatrixRef<T>& v, const MatrixRef<T>& input,
                     bool /*projected*/) const {
     const Index n_keys = k.rows();
-    const Index chunk = std::min(kernel::build_block, std::max<Index>(n_keys, 1));
-    kernel::ChunkWorkspace<T> ws(chunk, control_.num_slots(), 0);
+    const Index chunk = std::min(build_block, std::max<Index>(n_keys, 1));
+    ChunkWorkspace<T> ws(chunk, control_.num_slots(), 0);
     auto z = Access::norm(s).row(1).transpose();
     for (Index t0 = 0; t0 < n_keys; t0 += chunk) {
       const Index c = std::min(chunk, n_keys - t0);
       control_.key_schedule(t0, k.middleRows(t0, c), input.middleRows(t0, c), ws.decay.topRows(c),
                             ws.write.topRows(c));
-      kernel::advance_chunk_linear<T>(Access::values(s), z, ws, c, has_decay, v.middleRows(t0, c));
+      advance_chunk_linear<T>(Access::values(s), z, ws, c, has_decay, v.middleRows(t0, c));
     }
     Access::position(s) = n_keys;
   }
@@ -56,7 +56,7 @@ class LinearEngine {
   void read_memory(const State<T>& s, const Q& q, O&& out) const {
     Matrix<T> phi(q.rows(), control_.num_slots());
     control_.query_features(q, phi);
-    kernel::read_all_linear<T>(s.values(), Access::norm(s).row(1).transpose(), phi, floor(), out);
+    read_all_linear<T>(s.values(), Access::norm(s).row(1).transpose(), phi, floor(), out);
   }
 
   /// Continues `s` over the N tokens of k, v; each head's query t reads the memory of keys ..t.
@@ -66,14 +66,14 @@ class LinearEngine {
     const Index n_keys = k.rows(), start = s.position();
     if (n_keys == 0) return;
     const Index chunk = std::min(options_.chunk, n_keys);
-    kernel::ChunkWorkspace<T> ws(chunk, control_.num_slots(), heads);
+    ChunkWorkspace<T> ws(chunk, control_.num_slots(), heads);
     auto z = Access::norm(s).row(1).transpose();
     for (Index t0 = 0; t0 < n_keys; t0 += chunk) {
       const Index c = std::min(chunk, n_keys - t0);
       control_.key_schedule(start + t0, k.middleRows(t0, c), input.middleRows(t0, c), ws.decay.topRows(c),
                             ws.write.topRows(c));
       for (Index g = 0; g < heads; ++g) control_.query_features(query(g).middleRows(t0, c), ws.read(g).prev.topRows(c));
-      kernel::causal_chunk_linear<T>(Access::values(s), z, ws, c, has_decay, heads,
+      causal_chunk_linear<T>(Access::values(s), z, ws, c, has_decay, heads,
                                      [&](Index g) { return output(g).middleRows(t0, c); }, v.middleRows(t0, c), floor());
     }
     Access::position(s) = start + n_keys;
@@ -91,10 +91,10 @@ class LinearEngine {
     for (Index g = 0; g < heads; ++g)
       control_.query_features(Eigen::Map<const Matrix<T>>(query(g), 1, d), scratch.row(2 + g));
     T* z = Access::norm(s).row(1).data();
-    kernel::step_linear(Access::values(s), z, scratch.row(2).data(), scratch.row(0).data(), scratch.row(1).data(), v,
+    step_linear(Access::values(s), z, scratch.row(2).data(), scratch.row(0).data(), scratch.row(1).data(), v,
                         floor(), output(0), dv);
     for (Index g = 1; g < heads; ++g)
-      kernel::read_linear(Access::values(s), z, scratch.row(2 + g).data(), floor(), output(g), dv);
+      read_linear(Access::values(s), z, scratch.row(2 + g).data(), floor(), output(g), dv);
     ++Access::position(s);
   }
 

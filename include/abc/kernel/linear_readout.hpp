@@ -47,7 +47,7 @@ void step_linear(Matrix<T>& values, T* z, T* phi_q, const T* a, const T* w, cons
                  T* out, Index dv) {
   const Index n = values.rows();
   floor *= balance_features(phi_q, n);
-  kernel::rows_axpy<true>(values.data(), dv, n, dv, a, w, v, phi_q, out);
+  rows_axpy<true>(values.data(), dv, n, dv, a, w, v, phi_q, out);
   T den = T(0);
   for (Index l = 0; l < n; ++l) {
     z[l] = a[l] * z[l] + w[l];
@@ -62,7 +62,7 @@ template <class T>
 void read_linear(const Matrix<T>& values, const T* z, T* phi_q, T floor, T* out, Index dv) {
   const Index n = values.rows();
   floor *= balance_features(phi_q, n);
-  kernel::weighted_rows(values.data(), dv, n, dv, phi_q, out);
+  weighted_rows(values.data(), dv, n, dv, phi_q, out);
   T den = T(0);
   for (Index l = 0; l < n; ++l) den += phi_q[l] * z[l];
   divide_by_denominator(out, dv, den, floor);
@@ -118,17 +118,13 @@ void causal_chunk_linear(Matrix<T>& values, Eigen::Ref<Vector<T>> z, ChunkWorksp
 template <class T>
 void advance_chunk_linear(Matrix<T>& values, Eigen::Ref<Vector<T>> z, ChunkWorkspace<T>& ws, Index c,
                           bool has_decay, const Eigen::Ref<const Matrix<T>>& v) {
-  auto eff = ws.eff.topRows(c);
   if (!has_decay) {
     values.noalias() += ws.write.topRows(c).transpose() * v;
     z += ws.write.topRows(c).colwise().sum().transpose();
     return;
   }
-  ws.dcum.setOnes();
-  for (Index t = c - 1; t >= 0; --t) {
-    eff.row(t) = ws.write.row(t).cwiseProduct(ws.dcum);
-    ws.dcum.array() *= ws.decay.row(t).array();
-  }
+  suffix_weights(ws, c);
+  auto eff = ws.eff.topRows(c);
   values.array().colwise() *= ws.dcum.transpose().array();
   z.array() *= ws.dcum.transpose().array();
   values.noalias() += eff.transpose() * v;

@@ -54,18 +54,6 @@ void apply_sparse(MemoryView<T> m, const SparseWrite<T, W>& s, VectorRef<T> k, V
   }
 }
 
-// A sparse schedule as one dense row of decays and writes (for the chunked kernel).
-template <class T, int W, class RowA, class RowW>
-void expand_sparse(const SparseWrite<T, W>& s, RowA&& a, RowW&& w) {
-  a.setConstant(s.decay_all);
-  w.setZero();
-  for (int j = 0; j < s.count; ++j) {
-    const SlotWrite<T>& sw = s.writes[static_cast<std::size_t>(j)];
-    a(sw.slot) *= sw.decay;
-    w(sw.slot) = sw.weight;
-  }
-}
-
 // mark_slot for one token of a dense schedule: decay row a, write row w. Without decays (a
 // control's `has_decay = false`) the decay row is not read: nothing is ever reset.
 template <class T, class RowA, class RowW>
@@ -168,23 +156,30 @@ void causal_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool has_deca
   m.values.noalias() += eff.transpose() * v;
 }
 
-// The memory advanced over one chunk without any read (non-causal memory build): the effective
-// weight of token i at the chunk's end is w_i ⊙ Π_{j>i} a_j, found by one backward sweep.
+// Each token's weight at the end of a chunk of c tokens, w_i ⊙ Π_{j>i} a_j, into ws.eff by one
+// backward sweep; ws.dcum is left holding Π_j a_j, what the chunk leaves of the memory before it.
+// Products only: exact for decays of 0 and for any underflow.
+template <class T>
+void suffix_weights(ChunkWorkspace<T>& ws, Index c) {
+  ws.dcum.setOnes();
+  for (Index t = c - 1; t >= 0; --t) {
+    ws.eff.row(t) = ws.write.row(t).cwiseProduct(ws.dcum);
+    ws.dcum.array() *= ws.decay.row(t).array();
+  }
+}
+
+// The memory advanced over one chunk without any read (non-causal memory build).
 template <class T>
 void advance_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool has_decay,
                    const Eigen::Ref<const Matrix<T>>& k, const Eigen::Ref<const Matrix<T>>& v) {
-  auto eff = ws.eff.topRows(c);
   for (Index t = 0; t < c; ++t) mark_written<T>(has_decay, ws.decay.row(t), ws.write.row(t), m.written);
   if (!has_decay) {
     m.keys.noalias() += ws.write.topRows(c).transpose() * k;
     m.values.noalias() += ws.write.topRows(c).transpose() * v;
     return;
   }
-  ws.dcum.setOnes();
-  for (Index t = c - 1; t >= 0; --t) {
-    eff.row(t) = ws.write.row(t).cwiseProduct(ws.dcum);
-    ws.dcum.array() *= ws.decay.row(t).array();
-  }
+  suffix_weights(ws, c);
+  auto eff = ws.eff.topRows(c);
   m.keys.array().colwise() *= ws.dcum.transpose().array();
   m.values.array().colwise() *= ws.dcum.transpose().array();
   m.keys.noalias() += eff.transpose() * k;

@@ -53,7 +53,7 @@ class SoftmaxEngine {
   /// Every query of one head reads the finished memory `s`; nothing changes.
   template <class Q, class O>
   void read_memory(const State<T>& s, const Q& q, O&& out) const {
-    kernel::read_all<T>(s.keys(), s.values(), Access::written(s), masked(), range_of(0), scale(q.cols()), q, out);
+    read_all<T>(s.keys(), s.values(), Access::written(s), masked(), range_of(0), scale(q.cols()), q, out);
   }
 
   /// Continues `s` over the N tokens of k, v; each head's query t reads the memory of keys ..t.
@@ -64,12 +64,12 @@ class SoftmaxEngine {
     if (n_keys == 0) return;
     if (use_chunked()) {
       const Index chunk = std::min(options_.chunk, n_keys);
-      kernel::ChunkWorkspace<T> ws(chunk, control_.num_slots(), heads);
+      ChunkWorkspace<T> ws(chunk, control_.num_slots(), heads);
       const T sc = scale(k.cols());
       for (Index t0 = 0; t0 < n_keys; t0 += chunk) {
         const Index c = std::min(chunk, n_keys - t0);
         fill(control_, start + t0, c, input.middleRows(t0, c), projected, s, ws);
-        kernel::causal_chunk<T>(
+        causal_chunk<T>(
             view(s), ws, c, has_decay, masked(), range_of(start + t0), sc, heads,
             [&](Index g) { return query(g).middleRows(t0, c); }, [&](Index g) { return output(g).middleRows(t0, c); },
             k.middleRows(t0, c), v.middleRows(t0, c));
@@ -109,7 +109,7 @@ class SoftmaxEngine {
 
   // The slots query `first + i` may read, as a function of i.
   auto range_of(Index first) const noexcept {
-    return [this, first](Index i) -> kernel::SlotRange {
+    return [this, first](Index i) -> SlotRange {
       if constexpr (detail::has_read_range<Control>::value) {
         const auto r = control_.read_range(first + i);
         return {r.first, r.second};
@@ -121,26 +121,18 @@ class SoftmaxEngine {
     };
   }
 
-  static kernel::MemoryView<T> view(State<T>& s) noexcept {
+  static MemoryView<T> view(State<T>& s) noexcept {
     return {Access::keys(s), Access::values(s), Access::norm(s), Access::written(s)};
   }
 
-  // The control's schedule for tokens [t0, t0 + c) as dense rows of decays and writes.
+  // The control's schedule for tokens [t0, t0 + c) as dense rows of decays and writes; with
+  // `projected`, from the logits the caller formed.
   static void fill(const Control& ctl, Index t0, Index c, const MatrixRef<T>& input, bool projected, State<T>& s,
-                   kernel::ChunkWorkspace<T>& ws) {
-    if constexpr (sparse) {
-      for (Index t = 0; t < c; ++t) {
-        SparseWrite<T, Control::max_writes> sw;
-        detail::sparse_schedule(ctl, t0 + t, input.row(t).transpose(), Access::norm(s), Access::positions(s), sw);
-        kernel::expand_sparse(sw, ws.decay.row(t), ws.write.row(t));
-      }
-    } else {
-      if constexpr (detail::has_input_projection<Control>::value)
-        if (projected) return ctl.schedule_projected(t0, input, Access::norm(s), ws.decay.topRows(c), ws.write.topRows(c));
-      detail::dense_schedule(ctl, t0, input, Access::norm(s), Access::positions(s), ws.decay.topRows(c),
-                             ws.write.topRows(c));
-    }
+                   ChunkWorkspace<T>& ws) {
+    if constexpr (detail::has_input_projection<Control>::value)
+      if (projected) return ctl.schedule_projected(t0, input, Access::norm(s), ws.decay.topRows(c), ws.write.topRows(c));
     (void)projected;
+    detail::schedule_rows(ctl, t0, input, Access::norm(s), Access::positions(s), ws.decay.topRows(c), ws.write.topRows(c));
   }
 
   void build(const Control& ctl, State<T>& s, const MatrixRef<T>& input, bool projected, const MatrixRef<T>& k,
@@ -151,16 +143,16 @@ class SoftmaxEngine {
       for (Index t = 0; t < n_keys; ++t) {
         SparseWrite<T, Control::max_writes> sw;
         detail::sparse_schedule(ctl, t, input.row(t).transpose(), Access::norm(s), Access::positions(s), sw);
-        kernel::apply_sparse<T, Control::max_writes>(view(s), sw, k.row(t).transpose(), v.row(t).transpose());
+        apply_sparse<T, Control::max_writes>(view(s), sw, k.row(t).transpose(), v.row(t).transpose());
       }
       (void)projected;
     } else {
-      const Index chunk = std::min(kernel::build_block, std::max<Index>(n_keys, 1));
-      kernel::ChunkWorkspace<T> ws(chunk, control_.num_slots(), 0);
+      const Index chunk = std::min(build_block, std::max<Index>(n_keys, 1));
+      ChunkWorkspace<T> ws(chunk, control_.num_slots(), 0);
       for (Index t0 = 0; t0 < n_keys; t0 += chunk) {
         const Index c = std::min(chunk, n_keys - t0);
         fill(ctl, t0, c, input.middleRows(t0, c), projected, s, ws);
-        kernel::advance_chunk<T>(view(s), ws, c, has_decay, k.middleRows(t0, c), v.middleRows(t0, c));
+        advance_chunk<T>(view(s), ws, c, has_decay, k.middleRows(t0, c), v.middleRows(t0, c));
       }
     }
   }
@@ -183,8 +175,8 @@ class SoftmaxEngine {
     if constexpr (sparse) {
       SparseWrite<T, Control::max_writes> sw;
       detail::sparse_schedule(control_, t, input.transpose(), Access::norm(s), Access::positions(s), sw);
-      kernel::apply_sparse<T, Control::max_writes>(view(s), sw, VectorRef<T>(Eigen::Map<const Vector<T>>(k, d)),
-                                                   VectorRef<T>(Eigen::Map<const Vector<T>>(v, dv)));
+      apply_sparse<T, Control::max_writes>(view(s), sw, VectorRef<T>(Eigen::Map<const Vector<T>>(k, d)),
+                                           VectorRef<T>(Eigen::Map<const Vector<T>>(v, dv)));
       for (Index g = 0; g < heads; ++g) rows_dot<false>(keys, d, n, d, a, w, k, query(g), sc, scores(g));
       (void)projected;
     } else {
@@ -197,13 +189,13 @@ class SoftmaxEngine {
       if (!done)
         detail::dense_schedule(control_, t, input, Access::norm(s), Access::positions(s), scratch.row(0),
                                scratch.row(1));
-      kernel::mark_written<T>(has_decay, scratch.row(0), scratch.row(1), Access::written(s));
+      mark_written<T>(has_decay, scratch.row(0), scratch.row(1), Access::written(s));
       rows_dot<true>(keys, d, n, d, a, w, k, query(0), sc, scores(0));
       for (Index g = 1; g < heads; ++g) rows_dot<false>(keys, d, n, d, a, w, k, query(g), sc, scores(g));
     }
-    const kernel::SlotRange range = range_of(t)(0);
+    const SlotRange range = range_of(t)(0);
     const std::uint8_t* written = Access::written(s).data();
-    for (Index g = 0; g < heads; ++g) kernel::softmax_slots(scores(g), n, written, masked(), range);
+    for (Index g = 0; g < heads; ++g) softmax_slots(scores(g), n, written, masked(), range);
     // A one-hot write has already been applied: then every pass only reads Ṽ.
     T* values = Access::values(s).data();
     rows_axpy<!sparse>(values, dv, n, dv, a, w, v, scores(0), output(0));

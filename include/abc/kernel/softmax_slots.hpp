@@ -55,7 +55,7 @@ bool softmax_slots(T* logits, Index n, const std::uint8_t* written, bool mask, S
     a /= a.sum();
     return true;
   }
-  a /= kernel::exp_sum(logits, n, m);  // ≥ 1: the max entry contributes exp(0)
+  a /= exp_sum(logits, n, m);  // ≥ 1: the max entry contributes exp(0)
   return true;
 }
 
