@@ -17,7 +17,7 @@ struct EveryOtherToken {
   abc::Index num_slots() const { return n; }
 
   // Token t: even → overwrite slot (t / 2) mod n (decay 0, weight 1); odd → no write.
-  void schedule(abc::Index t, abc::VectorRef<float> /*x*/, abc::MatrixOut<float> /*norm*/,
+  void schedule(abc::Index t, abc::VectorRef<float> /*x*/, abc::MatrixOut<float> /*slot_state*/,
                 abc::SparseWrite<float, 1>& w) const {
     if (t % 2 == 0) w.add((t / 2) % n, 0.0f, 1.0f);
   }
@@ -32,8 +32,8 @@ struct EveryOtherToken {
 //
 //   error: static assertion failed: abc::BoundedAttention<Control>: Control must provide a
 //   schedule: either `static constexpr int max_writes` with `void schedule(Index t, VectorRef<T> x,
-//   MatrixOut<T> norm, SparseWrite<T, max_writes>& w) const`, or `void schedule(Index t0,
-//   MatrixRef<T> x, MatrixOut<T> norm, MatrixOut<T> decay, MatrixOut<T> write) const` (see
+//   MatrixOut<T> slot_state, SparseWrite<T, max_writes>& w) const`, or `void schedule(Index t0,
+//   MatrixRef<T> x, MatrixOut<T> slot_state, MatrixOut<T> decay, MatrixOut<T> write) const` (see
 //   abc/concepts.hpp)
 
 int main() {

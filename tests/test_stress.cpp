@@ -284,7 +284,7 @@ TEST_CASE("stress: 10^6 tokens through step stay finite and match float64 at sam
   REQUIRE(sw.values().allFinite());
   REQUIRE(sm.keys().allFinite());
   REQUIRE(sm.values().allFinite());
-  REQUIRE(sm.norm().row(1).allFinite());
+  REQUIRE(sm.slot_state().row(1).allFinite());
   INFO("window error " << err_win << ", mlp error " << err_mlp);
   // The window holds the last 64 tokens and nothing else: no error accumulates over time, so the
   // unit-scale float bound of docs/design.md §3 applies unchanged.

@@ -76,12 +76,7 @@ class BoundedAttention {
       : control_(std::move(control)), options_(options) {
     detail::advise_isa_once();
     detail::require_scale("abc::BoundedAttention", "options.scale", options_.scale);
-    detail::Problem p;
-    if (control_.num_slots() < 1)
-      p = detail::at_least(Status::bad_config, "num_slots()", control_.num_slots(), 1, "a memory needs a slot");
-    else if (options_.chunk < 1)
-      p = detail::at_least(Status::bad_config, "options.chunk", options_.chunk, 1, "a chunk holds a token");
-    if (p) detail::raise("abc::BoundedAttention", p);
+    if (auto p = detail::attention_problem(control_.num_slots(), options_.chunk)) detail::raise("abc::BoundedAttention", p);
   }
 
   /// The control policy, as given to the constructor.
@@ -92,8 +87,6 @@ class BoundedAttention {
   Index num_slots() const noexcept { return control_.num_slots(); }
   /// The scale a read with queries of width `d` uses.
   T scale(Index d) const noexcept { return detail::read_scale<T>(options_.scale, d); }
-
-  // ---- non-causal / cross attention -----------------------------------------------------------
 
   /**
    * \brief Non-causal (encoder or cross) attention: every query reads the memory of all keys.
@@ -120,17 +113,13 @@ class BoundedAttention {
     return detail::call_problem(control_, Form::non_causal, nullptr, q, k, v, x.get()).status;
   }
 
-  // ---- memories: built once, read many times --------------------------------------------------
-
   /**
    * \brief The memory of a source sequence, to be read by many queries (cross attention's encoder
    * side): the state forward(q, k, v) builds and reads, as a State at position N.
    *
-   * read(memory, q) then costs O(n · d) per query instead of O(N · n · d) for forward(), and gives
-   * forward's result bit for bit. The memory is a State: save_state / load_state serialise it.
-   * Continuing it with step or forward_causal appends tokens as the causal control would; for a
-   * control with a non-causal form of its own (ABC-MLP's per-token normalisation, k-means fitted
-   * to the source), that is a different recurrence from the one that built it.
+   * read(memory, q) then costs O(n · d) per query and gives forward's result bit for bit. Continued
+   * with step or forward_causal, it appends tokens as the causal control would (for a control with a
+   * non-causal form of its own, such as ABC-MLP, a different recurrence from the one that built it).
    * \param k keys, [N × d]; \param v values, [N × dv]; \param x optional control input, [N × d_x]
    * \throws shape_error, config_error
    */
@@ -148,19 +137,13 @@ class BoundedAttention {
   }
   /// Allocation of the output left to the caller: `out` must be [M × dv].
   void read_into(const state_type& memory, MatrixRef<T> q, MatrixOut<T> out) const {
-    detail::Problem p = detail::read_problem(control_, memory, q);
-    if (!p)
-      p = detail::shape_problem("out", out.rows(), out.cols(), q.rows(), memory.value_dim(),
-                                "the output buffer holds one row per query");
-    if (p) detail::raise("abc::BoundedAttention::read", p);
+    if (auto p = detail::read_problem(control_, memory, q, &out)) detail::raise("abc::BoundedAttention::read", p);
     engine().read_memory(memory, q, out);
   }
   /// The checks of read(memory, q), without throwing.
   [[nodiscard]] Status validate_read(const state_type& memory, MatrixRef<T> q) const noexcept {
     return detail::read_problem(control_, memory, q).status;
   }
-
-  // ---- causal, parallel -----------------------------------------------------------------------
 
   /**
    * \brief Causal attention computed in parallel: output t reads the memory of keys 0..t.
@@ -197,18 +180,12 @@ class BoundedAttention {
     return detail::call_problem(control_, Form::causal, &state, q, k, v, x.get()).status;
   }
 
-  // ---- recurrent ------------------------------------------------------------------------------
-
   /// An empty decode state for keys of width d and values of width dv: O(n · (d + dv)).
   state_type make_state(Index d, Index dv) const {
-    detail::Problem p;
-    if (d < 1) p = detail::at_least(Status::bad_config, "d", d, 1, "keys need a column");
-    if (dv < 1) p = detail::at_least(Status::bad_config, "dv", dv, 1, "values need a column");
-    if (p) detail::raise("abc::BoundedAttention::make_state", p);
-    const Index n = control_.num_slots();
-    const bool keeps_keys = detail::readout_of<Control>::value != Readout::linear;  // a linear readout has no K̃
-    state_type s = detail::StateAccess::empty<T>(n, keeps_keys ? d : 0, dv, &detail::control_kind_v<Control>);
-    detail::StateAccess::reserve_scratch(s, 1, n);
+    if (auto p = detail::state_problem(d, dv)) detail::raise("abc::BoundedAttention::make_state", p);
+    constexpr bool keeps_keys = detail::readout_of<Control>::value != Readout::linear;  // a linear readout has no K̃
+    state_type s = detail::StateAccess::empty<T>(num_slots(), keeps_keys ? d : 0, dv, &detail::control_kind_v<Control>);
+    detail::StateAccess::reserve_scratch(s, 1, num_slots());
     return s;
   }
 

@@ -17,18 +17,18 @@
 //   // Exactly one of the two schedules, stating (a_t, w_t) of K̃_t = diag(a_t) K̃_{t-1} + w_t ⊗ k_t:
 //   // (a) sparse: the token touches at most max_writes slots
 //   static constexpr int max_writes;
-//   void schedule(Index t, VectorRef<T> x, MatrixOut<T> norm, SparseWrite<T, max_writes>& w) const;
+//   void schedule(Index t, VectorRef<T> x, MatrixOut<T> slot_state, SparseWrite<T, max_writes>& w) const;
 //   // (b) dense: a block of tokens t0 .. t0 + rows - 1, decay and write are [rows × n]
-//   void schedule(Index t0, MatrixRef<T> x, MatrixOut<T> norm, MatrixOut<T> decay,
+//   void schedule(Index t0, MatrixRef<T> x, MatrixOut<T> slot_state, MatrixOut<T> decay,
 //                 MatrixOut<T> write) const;
-//   // Either may take `PositionsOut positions` after `norm`: per-slot integers kept in the State
+//   // Either may take `PositionsOut positions` after `slot_state`: per-slot integers kept in the State
 //   // (the token each slot holds, −1 when empty), for controls whose schedule depends on them.
 //
 //   // Optional:
 //   static std::string tag();     // the control's name in state blobs, e.g. "abc::control::Mlp";
 //                                 // required by save_state / load_state, portable across compilers
-//   const char* slot_state_problem(MatrixRef<T> norm, PositionsRef positions, Index position) const noexcept;
-//                                 // why a loaded (norm, positions) cannot be this control's state
+//   const char* slot_state_problem(MatrixRef<T> slot_state, PositionsRef positions, Index position) const noexcept;
+//                                 // why a loaded (slot_state, positions) cannot be this control's state
 //                                 // after `position` tokens, or nullptr; absent: the default rule
 //                                 // (detail::default_slot_state_problem)
 //   Index input_dim() const;      // width of the control input x; 0: the control reads no input
@@ -50,7 +50,7 @@
 //   static constexpr bool has_decay_all;  // sparse: false when decay_all is always 1 (default:
 //                                     // has_decay); lets Concat stay sparse (one decay_all only)
 //   const Matrix<T>& input_projection() const;  // dense: W [m × d_x], when the schedule reads x only
-//   void schedule_projected(Index t0, MatrixRef<T> logits, MatrixOut<T> norm, MatrixOut<T> decay,
+//   void schedule_projected(Index t0, MatrixRef<T> logits, MatrixOut<T> slot_state, MatrixOut<T> decay,
 //                           MatrixOut<T> write) const;  // through logits = x Wᵀ [rows × m]: the
 //                                     // schedule of given logits. Multi-head calls with one control
 //                                     // input shared by all heads then form every head's logits as
@@ -61,9 +61,10 @@
 // };
 //
 // `t` is the token's absolute position in its sequence; `x` is the control input (the key unless the
-// caller passes its own); `norm` [2 × n] is the per-slot normaliser carried in the State (row 0 the
-// running max m of the log-weights, row 1 the sum Z relative to it), which a running-mean control
-// updates as it goes. A schedule must not fail: capacity is checked through
+// caller passes its own); `slot_state` [2 × n] is the control's per-slot state carried in the State:
+// a running-mean control keeps its normaliser there (row 0 the running max m of the log-weights, row 1
+// the sum Z relative to it), a control with bookkeeping of its own keeps that (Cluster its counts,
+// TopKEviction its scores), and any other control leaves it alone. A schedule must not fail: capacity is checked through
 // max_tokens() before any state is touched.
 
 ABC_NAMESPACE_BEGIN
@@ -104,7 +105,7 @@ struct has_plain_sparse_schedule<
                        std::declval<MatrixOut<typename C::scalar_type>>(),
                        std::declval<typename sparse_write_of<C>::type&>()))>> : std::true_type {};
 
-// The same with per-slot positions after the normaliser.
+// The same with per-slot positions after the per-slot state.
 template <class C, class = void>
 struct has_positioned_sparse_schedule : std::false_type {};
 template <class C>
@@ -284,8 +285,8 @@ struct control_contract : std::true_type {
                     has_linear_readout<Control>::value,
                 "abc::BoundedAttention<Control>: Control must provide a schedule: either "
                 "`static constexpr int max_writes` with `void schedule(Index t, VectorRef<T> x, "
-                "MatrixOut<T> norm, SparseWrite<T, max_writes>& w) const`, or `void "
-                "schedule(Index t0, MatrixRef<T> x, MatrixOut<T> norm, MatrixOut<T> decay, "
+                "MatrixOut<T> slot_state, SparseWrite<T, max_writes>& w) const`, or `void "
+                "schedule(Index t0, MatrixRef<T> x, MatrixOut<T> slot_state, MatrixOut<T> decay, "
                 "MatrixOut<T> write) const` (see abc/concepts.hpp)");
   static_assert(readout_of<Control>::value != Readout::linear || has_linear_readout<Control>::value,
                 "abc::BoundedAttention<Control>: a Control with `readout = Readout::linear` must provide "

@@ -11,7 +11,7 @@ enum class Readout {
   /// Default: out(q) = Ṽᵀ softmax(scale · K̃ q).
   softmax,
   /// Random-feature attention: out(q) = φ(q)ᵀ Ṽ / (φ(q) · z), where z = Σ_t (decayed) w_t is carried
-  /// in the State's normaliser row and no K̃ is kept. The control supplies φ for queries
+  /// in row 1 of the State's slot_state() and no K̃ is kept. The control supplies φ for queries
   /// (`query_features`) and its writes w_t = φ(k_t) from the keys (`key_schedule`).
   linear,
 };

@@ -48,7 +48,7 @@ struct SparseWrite {
  * \brief Per-slot integers a control may keep in the State (token positions), [n].
  *
  * `State::slot_position(l)`; −1 in a fresh state. A control that keeps positions takes this as the
- * argument after `norm` in its schedule (see abc/concepts.hpp); integers, so positions stay exact
+ * argument after `slot_state` in its schedule (see abc/concepts.hpp); integers, so positions stay exact
  * at any stream length whatever the scalar type.
  */
 using PositionsRow = Eigen::Matrix<Index, 1, Eigen::Dynamic>;

@@ -20,18 +20,22 @@ struct StateAccess;  // the engines, the checks and serialisation reach the memb
 }  // namespace detail
 
 /**
- * \brief The bounded memory of one sequence: K̃ [n × d], Ṽ [n × dv], a per-slot normaliser,
+ * \brief The bounded memory of one sequence: K̃ [n × d], Ṽ [n × dv], the control's per-slot state,
  * the slots written so far, and the number of tokens consumed.
  *
- * Size is O(n·(d + dv)) whatever the sequence length. The normaliser is what makes the normalised
- * ABC-MLP (and every running-mean control) exact across splits: slot ℓ of K̃ holds
- * Σ_i exp(λ_iℓ − z_ℓ) k_i with z_ℓ = log Σ_i exp(λ_iℓ). It is carried split in two, row 0 the
- * running maximum m of the log-weights and row 1 the sum Z = Σ_i exp(λ_iℓ − m) ∈ [1, t], because
- * a single z = m + log Z would lose log Z to rounding once |m| is large (float's spacing at 1e4 is
- * 1e-3). Controls that do not normalise leave it at (−∞, 0); controls with bookkeeping of their
- * own keep it there instead (Cluster its counts, TopKEviction its scores, RFA its z). A control may
- * also keep an integer per slot, `slot_position(l)` (TopKEviction: the token the slot holds; −1
- * elsewhere), exact at any stream length.
+ * Size is O(n·(d + dv)) whatever the sequence length. The per-slot state, `slot_state()` [2 × n], is
+ * what a control carries from token to token besides the memory itself, so that a copied State forks
+ * a sequence and a split sequence equals an unsplit one. What each control keeps there:
+ * - normalised controls (ABC-MLP, and a running mean of one's own): the normaliser. Slot ℓ of K̃ holds
+ *   Σ_i exp(λ_iℓ − z_ℓ) k_i with z_ℓ = log Σ_i exp(λ_iℓ), carried split in two, row 0 the running
+ *   maximum m of the log-weights and row 1 the sum Z = Σ_i exp(λ_iℓ − m) ∈ [1, t], because a single
+ *   z = m + log Z would lose log Z to rounding once |m| is large (float's spacing at 1e4 is 1e-3);
+ * - Cluster: (0, the slot's token count); TopKEviction: (the kept token's score, 0); the
+ *   random-feature readout: (−∞, z_ℓ), z the decayed sum of the written features φ(k);
+ * - every other control: nothing, left at (−∞, 0) as make_state made it.
+ *
+ * A control may also keep an integer per slot, `slot_position(l)` (TopKEviction: the token the slot
+ * holds; −1 elsewhere), exact at any stream length.
  *
  * A State belongs to the control type that made it (BoundedAttention::make_state or load_state):
  * a call with another control type refuses it, whatever the shapes. A State is a plain value:
@@ -59,13 +63,14 @@ class State {
 
   const Matrix<T>& keys() const noexcept { return keys_; }      ///< K̃, [n × d]
   const Matrix<T>& values() const noexcept { return values_; }  ///< Ṽ, [n × dv]
-  /// The normaliser as carried: [2 × n], row 0 the running max m, row 1 the sum Z relative to it.
-  const Matrix<T>& norm() const noexcept { return norm_; }
+  /// The control's per-slot state, [2 × n] (see above); for a normalised control row 0 is the running
+  /// max m and row 1 the sum Z relative to it.
+  const Matrix<T>& slot_state() const noexcept { return slot_state_; }
   /// z = m + log Z per slot, [n]; −∞ where a slot has no mass (for inspection; not used by kernels).
   Vector<T> log_norm() const {
-    Vector<T> z(norm_.cols());
+    Vector<T> z(slot_state_.cols());
     for (Index l = 0; l < z.size(); ++l)
-      z(l) = norm_(1, l) > T(0) ? norm_(0, l) + std::log(norm_(1, l)) : -std::numeric_limits<T>::infinity();
+      z(l) = slot_state_(1, l) > T(0) ? slot_state_(0, l) + std::log(slot_state_(1, l)) : -std::numeric_limits<T>::infinity();
     return z;
   }
   /// The integer a control keeps for slot `slot` (TopKEviction: its token's position); −1 if none.
@@ -79,9 +84,9 @@ class State {
     return c;
   }
 
-  /// Bytes of memory the state holds (matrices, normaliser, flags): O(n·(d + dv)), flat in N.
+  /// Bytes of memory the state holds (matrices, per-slot state, flags): O(n·(d + dv)), flat in N.
   std::size_t bytes() const noexcept {
-    return sizeof(T) * static_cast<std::size_t>(keys_.size() + values_.size() + norm_.size() +
+    return sizeof(T) * static_cast<std::size_t>(keys_.size() + values_.size() + slot_state_.size() +
                                                 scratch_.size()) +
            sizeof(Index) * static_cast<std::size_t>(positions_.size()) + written_.size() + sizeof(*this);
   }
@@ -90,20 +95,20 @@ class State {
   void reset() noexcept {
     keys_.setZero();
     values_.setZero();
-    norm_.row(0).setConstant(-std::numeric_limits<T>::infinity());
-    norm_.row(1).setZero();
+    slot_state_.row(0).setConstant(-std::numeric_limits<T>::infinity());
+    slot_state_.row(1).setZero();
     positions_.setConstant(-1);
     std::fill(written_.begin(), written_.end(), std::uint8_t{0});
     position_ = 0;
   }
 
-  /// Equal values: the same shapes, position, K̃, Ṽ, normaliser, written slots, slot positions
+  /// Equal values: the same shapes, position, K̃, Ṽ, per-slot state, written slots, slot positions
   /// and control type, compared exactly (the step work space is ignored).
   friend bool operator==(const State& a, const State& b) noexcept {
     return a.position_ == b.position_ && a.keys_.rows() == b.keys_.rows() &&
            a.keys_.cols() == b.keys_.cols() && a.values_.cols() == b.values_.cols() &&
            a.keys_ == b.keys_ && a.values_ == b.values_ && a.written_ == b.written_ &&
-           a.norm_ == b.norm_ && a.positions_ == b.positions_ && a.kind_ == b.kind_;
+           a.slot_state_ == b.slot_state_ && a.positions_ == b.positions_ && a.kind_ == b.kind_;
   }
   /// Not equal in the sense of operator==.
   friend bool operator!=(const State& a, const State& b) noexcept { return !(a == b); }
@@ -115,21 +120,21 @@ class State {
   State(Index n, Index d, Index dv, const detail::ControlKind* kind)
       : keys_(Matrix<T>::Zero(n, d)),
         values_(Matrix<T>::Zero(n, dv)),
-        norm_(empty_norm(n)),
+        slot_state_(empty_slot_state(n)),
         positions_(PositionsRow::Constant(n, -1)),
         written_(static_cast<std::size_t>(n), 0),
         kind_(kind) {}
 
   Matrix<T> keys_;
   Matrix<T> values_;
-  static Matrix<T> empty_norm(Index n) {
+  static Matrix<T> empty_slot_state(Index n) {
     Matrix<T> z(2, n);
     z.row(0).setConstant(-std::numeric_limits<T>::infinity());
     z.row(1).setZero();
     return z;
   }
 
-  Matrix<T> norm_;
+  Matrix<T> slot_state_;
   PositionsRow positions_;
   std::vector<std::uint8_t> written_;
   Index position_ = 0;

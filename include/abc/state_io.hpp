@@ -112,7 +112,7 @@ inline constexpr std::uint32_t state_version = 2;
  * Layout (all integers little-endian): magic "ABCSTATE"; u32 version (2); u32 scalar size (4 or
  * 8); u32 length and bytes of the control's tag (`Control::tag()`, e.g. "abc::control::Mlp": the
  * same whichever compiler built the program); u64 n, d, dv, position; K̃ [n × d], Ṽ [n × dv] and
- * the normaliser [2 × n] as IEEE bit patterns, row by row; n slot positions as two's-complement
+ * the per-slot state [2 × n] as IEEE bit patterns, row by row; n slot positions as two's-complement
  * i64; n bytes of written flags; u64 FNV-1a checksum of everything before it. Version 1 blobs (a
  * compiler-spelled control name, no slot positions) are refused.
  */
@@ -133,7 +133,7 @@ std::vector<std::uint8_t> save_state(const BoundedAttention<Control>& attn,
   w.u64(std::uint64_t(state.key_dim()));
   w.u64(std::uint64_t(state.value_dim()));
   w.u64(std::uint64_t(state.position()));
-  for (const Matrix<T>* m : {&state.keys(), &state.values(), &Access::norm(state)})
+  for (const Matrix<T>* m : {&state.keys(), &state.values(), &Access::slot_state(state)})
     for (Index i = 0; i < m->size(); ++i) w.scalar(m->data()[i]);
   const PositionsRow& positions = Access::positions(state);
   for (Index l = 0; l < positions.size(); ++l) w.u64(static_cast<std::uint64_t>(positions(l)));
@@ -198,7 +198,7 @@ void load_state(const BoundedAttention<Control>& attn, const std::uint8_t* data,
   if (size - r.at != payload)
     blob_error("length is " + std::to_string(size) + " bytes, expected " + std::to_string(r.at + payload));
   State<T> s = Access::empty<T>(Index(n), Index(d), Index(dv), &detail::control_kind_v<Control>);
-  for (Matrix<T>* m : {&Access::keys(s), &Access::values(s), &Access::norm(s)})
+  for (Matrix<T>* m : {&Access::keys(s), &Access::values(s), &Access::slot_state(s)})
     for (Index i = 0; i < m->size(); ++i) m->data()[i] = r.scalar<T>();
   PositionsRow& positions = Access::positions(s);
   for (Index l = 0; l < positions.size(); ++l) positions(l) = static_cast<Index>(r.u64());
@@ -209,7 +209,7 @@ void load_state(const BoundedAttention<Control>& attn, const std::uint8_t* data,
   }
   if (!(Access::keys(s).allFinite() && Access::values(s).allFinite()))
     blob_error("the memory holds a non-finite value");
-  if (const char* why = detail::slot_state_problem_of(attn.control(), Access::norm(s), positions, Index(pos)))
+  if (const char* why = detail::slot_state_problem_of(attn.control(), Access::slot_state(s), positions, Index(pos)))
     blob_error(std::string("the per-slot state is invalid: ") + why);
   Access::position(s) = Index(pos);
   Access::scratch(s).resize(3, Index(n));

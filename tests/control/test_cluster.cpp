@@ -104,11 +104,11 @@ TEMPLATE_TEST_CASE("Cluster memory rows are the member means and the counts sit 
       if (cnt[size_t(l)] > 0) mean[size_t(l)][size_t(j)] /= cnt[size_t(l)];
   ref::require_close(state.keys(), mean);
   for (Index l = 0; l < n; ++l) {
-    REQUIRE(double(state.norm()(1, l)) == cnt[size_t(l)]);
+    REQUIRE(double(state.slot_state()(1, l)) == cnt[size_t(l)]);
     REQUIRE(state.written(l) == (cnt[size_t(l)] > 0));
   }
-  REQUIRE(state.norm()(0, 5) == -std::numeric_limits<T>::infinity());
-  REQUIRE(state.norm()(0, 0) == T(0));
+  REQUIRE(state.slot_state()(0, 5) == -std::numeric_limits<T>::infinity());
+  REQUIRE(state.slot_state()(0, 0) == T(0));
 }
 
 TEMPLATE_TEST_CASE("Cluster without centroids runs k-means on the control input non-causally", "[control][cluster]", float,

@@ -320,7 +320,7 @@ TEMPLATE_TEST_CASE("Mlp: finite inputs whose logits overflow never put NaN into 
       REQUIRE(o.allFinite());
       REQUIRE(state.keys().allFinite());
       REQUIRE(state.values().allFinite());
-      REQUIRE_FALSE(state.norm().array().isNaN().any());
+      REQUIRE_FALSE(state.slot_state().array().isNaN().any());
     }
     REQUIRE(attn.forward_causal(q, k, v, x).allFinite());
     REQUIRE(attn.forward(q, k, v, x).allFinite());

@@ -169,7 +169,7 @@ TEMPLATE_TEST_CASE("SlotGates gates: exact from 1e-30 to 1 − 1e-7, where the n
     for (Index l = 0; l < n; ++l) b(l) = T(logit_for_gate(std::log(targets[l]), tau));
     const SlotGates<T> control(abc::Matrix<T>::Zero(n, dx), b, T(tau));
     abc::Matrix<T> x = ref::random<T>(3, dx, 1), norm(2, n), decay(3, n), write(3, n);
-    control.schedule(0, x, norm, decay, write);
+    control.schedule(0, x, slot_state, decay, write);
     for (Index l = 0; l < n; ++l) {
       // The reference from the same (rounded) logit: what remains is the kernel's own error. log f
       // carries a relative rounding of a few ε, so f carries |log f| times that (4e-6 in float at
@@ -189,8 +189,8 @@ TEMPLATE_TEST_CASE("SlotGates gates: exact from 1e-30 to 1 − 1e-7, where the n
   const T naive = T(1) - T(1) / (T(1) + std::exp(-s));
   const double naive_err = std::abs(double(naive) - 1e-7) / 1e-7;
   if (std::is_same<T, float>::value) REQUIRE(naive_err > 0.05);
-  abc::Matrix<T> x1 = abc::Matrix<T>::Ones(1, 1), norm(2, 1), decay(1, 1), write(1, 1);
-  SlotGates<T>(abc::Matrix<T>::Ones(1, 1) * s, T(1)).schedule(0, x1, norm, decay, write);
+  abc::Matrix<T> x1 = abc::Matrix<T>::Ones(1, 1), slot_state(2, 1), decay(1, 1), write(1, 1);
+  SlotGates<T>(abc::Matrix<T>::Ones(1, 1) * s, T(1)).schedule(0, x1, slot_state, decay, write);
   REQUIRE(std::abs(double(write(0, 0)) - 1e-7) <= 1e-5 * 1e-7);  // the logit's rounding in T, 1e-6
 }
 

@@ -17,7 +17,7 @@ namespace {
 using abc::Index;
 
 // Slot ℓ holds the softmax-over-time average of the keys with logits λ_tℓ = u_ℓ · x_t: a user's
-// control, not a copy of a built-in. It keeps (m, Z) in norm rows 0 and 1 as §2.4 says.
+// control, not a copy of a built-in. It keeps (m, Z) in slot_state rows 0 and 1 as §2.4 says.
 template <class T>
 struct TimeSoftmax {
   using scalar_type = T;
@@ -25,19 +25,19 @@ struct TimeSoftmax {
 
   Index num_slots() const { return u.rows(); }
   Index input_dim() const { return u.cols(); }
-  void schedule(Index /*t0*/, abc::MatrixRef<T> x, abc::MatrixOut<T> norm, abc::MatrixOut<T> decay,
+  void schedule(Index /*t0*/, abc::MatrixRef<T> x, abc::MatrixOut<T> slot_state, abc::MatrixOut<T> decay,
                 abc::MatrixOut<T> write) const {
     for (Index t = 0; t < x.rows(); ++t)
       for (Index l = 0; l < u.rows(); ++l) {
         const T lambda = u.row(l).dot(x.row(t));
-        const T m = norm(0, l), z = norm(1, l);
+        const T m = slot_state(0, l), z = slot_state(1, l);
         const T m_new = std::max(m, lambda);
         const T kept = z * std::exp(m - m_new);
         const T z_new = kept + std::exp(lambda - m_new);
         decay(t, l) = kept / z_new;
         write(t, l) = std::exp(lambda - m_new) / z_new;
-        norm(0, l) = m_new;
-        norm(1, l) = z_new;
+        slot_state(0, l) = m_new;
+        slot_state(1, l) = z_new;
       }
   }
 };

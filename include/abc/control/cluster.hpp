@@ -40,7 +40,7 @@ namespace control {
  * key by default; ties go to the lower index). Slot c keeps the running mean of its members:
  *     decay cnt_{t−1}/cnt_t on slot c, write e_c / cnt_t,
  * which after all N tokens is Eq. 6's mean over the whole sequence, so non-causal, causal and
- * split runs share one schedule. The member count cnt of slot c lives in the State's normaliser:
+ * split runs share one schedule. The member count cnt of slot c lives in the State's slot_state():
  * row 1 is the count (float counts are exact up to 2^24 tokens per slot), row 0 is set to 0 at the
  * first member, so State::log_norm() reads log cnt and an empty slot stays (−∞, 0).
  *
@@ -110,14 +110,14 @@ class Cluster {
   }
 
   /// The token with control input x [d_x] joins its nearest centroid c: slot c gets decay
-  /// cnt_{t−1}/cnt_t and write 1/cnt_t, and its count cnt_t in row 1 of `norm`. Needs centroids
+  /// cnt_{t−1}/cnt_t and write 1/cnt_t, and its count cnt_t in row 1 of `slot_state`. Needs centroids
   /// (has_centroids()), which BoundedAttention ensures through causal_problem() and noncausal_form().
-  void schedule(Index /*t*/, VectorRef<Scalar> x, MatrixOut<Scalar> norm,
+  void schedule(Index /*t*/, VectorRef<Scalar> x, MatrixOut<Scalar> slot_state,
                 SparseWrite<Scalar, 1>& w) const noexcept {
     const Index c = nearest(centroids_, x);
-    const Scalar cnt = norm(1, c) + Scalar(1);
-    norm(0, c) = Scalar(0);
-    norm(1, c) = cnt;
+    const Scalar cnt = slot_state(1, c) + Scalar(1);
+    slot_state(0, c) = Scalar(0);
+    slot_state(1, c) = cnt;
     w.add(c, (cnt - Scalar(1)) / cnt, Scalar(1) / cnt);
   }
 

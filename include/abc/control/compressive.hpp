@@ -48,7 +48,7 @@ class Compressive {
   Index max_tokens() const noexcept { return n_ * c_; }
 
   /// Token t adds 1/c of itself to slot ⌊t/c⌋ (decay 1).
-  void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*norm*/,
+  void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*slot_state*/,
                 SparseWrite<Scalar, 1>& w) const noexcept {
     w.add(t / c_, Scalar(1), Scalar(1) / Scalar(c_));
   }

@@ -23,7 +23,7 @@ namespace control {
  * softmax over the union: Concat<GlobalTokens, SlidingWindow> is the Longformer / BigBird
  * local + global pattern, and the base of GMAT's global memory.
  *
- * Each part keeps its own schedule on its own slots and its own columns of the normaliser; both see
+ * Each part keeps its own schedule on its own slots and its own columns of the per-slot state; both see
  * the same control input x, so their input_dim() must agree when both read one.
  *
  * Sparse or dense, decided at compile time: a SparseWrite has a single decay_all for every slot,
@@ -85,10 +85,10 @@ class Concat {
     return "abc::control::Concat<" + detail::control_name<A>() + "," + detail::control_name<B>() + ">";
   }
   /// Each part's rule on its own slots.
-  const char* slot_state_problem(MatrixRef<scalar_type> norm, PositionsRef positions, Index position) const noexcept {
+  const char* slot_state_problem(MatrixRef<scalar_type> slot_state, PositionsRef positions, Index position) const noexcept {
     const Index na = a_.num_slots(), nb = b_.num_slots();
-    if (const char* p = detail::slot_state_problem_of(a_, norm.leftCols(na), positions.head(na), position)) return p;
-    return detail::slot_state_problem_of(b_, norm.rightCols(nb), positions.tail(nb), position);
+    if (const char* p = detail::slot_state_problem_of(a_, slot_state.leftCols(na), positions.head(na), position)) return p;
+    return detail::slot_state_problem_of(b_, slot_state.rightCols(nb), positions.tail(nb), position);
   }
 
   /// Part A, on slots 0 .. nA − 1.
@@ -131,13 +131,13 @@ class Concat {
 
   /// Sparse form: A's writes, then B's shifted by nA.
   template <bool S = kSparse, std::enable_if_t<S, int> = 0>
-  void schedule(Index t, VectorRef<scalar_type> x, MatrixOut<scalar_type> norm, PositionsOut positions,
+  void schedule(Index t, VectorRef<scalar_type> x, MatrixOut<scalar_type> slot_state, PositionsOut positions,
                 SparseWrite<scalar_type, max_writes>& w) const {
     const Index na = a_.num_slots(), nb = b_.num_slots();
     SparseWrite<scalar_type, A::max_writes> wa;
     SparseWrite<scalar_type, B::max_writes> wb;
-    detail::sparse_schedule(a_, t, x, norm.leftCols(na), positions.head(na), wa);
-    detail::sparse_schedule(b_, t, x, norm.rightCols(nb), positions.tail(nb), wb);
+    detail::sparse_schedule(a_, t, x, slot_state.leftCols(na), positions.head(na), wa);
+    detail::sparse_schedule(b_, t, x, slot_state.rightCols(nb), positions.tail(nb), wb);
     if constexpr (kUnion) {  // the part that never evicts keeps a token both would store
       if constexpr (!detail::decay_flag<A>::value) {
         if (stores(wa)) drop(wb);
@@ -155,11 +155,11 @@ class Concat {
 
   /// Dense form: each part fills its own columns of the decay and write rows.
   template <bool S = kSparse, std::enable_if_t<!S, int> = 0>
-  void schedule(Index t0, MatrixRef<scalar_type> x, MatrixOut<scalar_type> norm, PositionsOut positions,
+  void schedule(Index t0, MatrixRef<scalar_type> x, MatrixOut<scalar_type> slot_state, PositionsOut positions,
                 MatrixOut<scalar_type> decay, MatrixOut<scalar_type> write) const {
     const Index na = a_.num_slots(), nb = b_.num_slots();
-    detail::schedule_rows(a_, t0, x, norm.leftCols(na), positions.head(na), decay.leftCols(na), write.leftCols(na));
-    detail::schedule_rows(b_, t0, x, norm.rightCols(nb), positions.tail(nb), decay.rightCols(nb), write.rightCols(nb));
+    detail::schedule_rows(a_, t0, x, slot_state.leftCols(na), positions.head(na), decay.leftCols(na), write.leftCols(na));
+    detail::schedule_rows(b_, t0, x, slot_state.rightCols(nb), positions.tail(nb), decay.rightCols(nb), write.rightCols(nb));
   }
 
  private:

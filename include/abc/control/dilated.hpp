@@ -53,7 +53,7 @@ class Dilated {
   }
 
   /// Token t overwrites slot (t mod r)·n + ⌊t/r⌋ mod n (decay 0 there, write 1).
-  void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*norm*/,
+  void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*slot_state*/,
                 SparseWrite<Scalar, 1>& w) const noexcept {
     w.add((t % r_) * n_ + (t / r_) % n_, Scalar(0), Scalar(1));
   }

@@ -77,8 +77,8 @@ class Gated {
   /// The control's name in state blobs, built from Inner's.
   static std::string tag() { return "abc::control::Gated<" + detail::control_name<Inner>() + ">"; }
   /// The inner control keeps its per-slot state as it would ungated.
-  const char* slot_state_problem(MatrixRef<scalar_type> norm, PositionsRef positions, Index position) const noexcept {
-    return detail::slot_state_problem_of(inner_, norm, positions, position);
+  const char* slot_state_problem(MatrixRef<scalar_type> slot_state, PositionsRef positions, Index position) const noexcept {
+    return detail::slot_state_problem_of(inner_, slot_state, positions, position);
   }
 
   /// The gated control.
@@ -123,9 +123,9 @@ class Gated {
   static constexpr int max_writes = kSparse ? detail::max_writes_of<Inner>::value : 1;
   /// Sparse form: Inner's writes, every slot decayed by g_t and each weight scaled by 1 − g_t.
   template <bool S = kSparse, std::enable_if_t<S, int> = 0>
-  void schedule(Index t, VectorRef<scalar_type> x, MatrixOut<scalar_type> norm, PositionsOut positions,
+  void schedule(Index t, VectorRef<scalar_type> x, MatrixOut<scalar_type> slot_state, PositionsOut positions,
                 SparseWrite<scalar_type, max_writes>& w) const {
-    detail::sparse_schedule(inner_, t, x, norm, positions, w);
+    detail::sparse_schedule(inner_, t, x, slot_state, positions, w);
     const auto [g, keep] = gate(t, x);
     w.decay_all *= g;
     for (int j = 0; j < w.count; ++j) w.writes[static_cast<std::size_t>(j)].weight *= keep;
@@ -133,9 +133,9 @@ class Gated {
 
   /// Dense form: Inner's decay rows times g_t, write rows times 1 − g_t.
   template <bool S = kSparse, std::enable_if_t<!S, int> = 0>
-  void schedule(Index t0, MatrixRef<scalar_type> x, MatrixOut<scalar_type> norm, PositionsOut positions,
+  void schedule(Index t0, MatrixRef<scalar_type> x, MatrixOut<scalar_type> slot_state, PositionsOut positions,
                 MatrixOut<scalar_type> decay, MatrixOut<scalar_type> write) const {
-    detail::dense_schedule(inner_, t0, x, norm, positions, decay, write);
+    detail::dense_schedule(inner_, t0, x, slot_state, positions, decay, write);
     for (Index t = 0; t < x.rows(); ++t) {
       const auto [g, keep] = gate(t0 + t, x.row(t).transpose());
       decay.row(t) *= g;

@@ -73,7 +73,7 @@ class GlobalTokens {
   }
 
   /// Token t writes slot(t) (weight 1, decay 1), or nothing when it is not a global token.
-  void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*norm*/,
+  void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*slot_state*/,
                 SparseWrite<Scalar, 1>& w) const noexcept {
     const Index s = slot(t);
     if (s >= 0) w.add(s, Scalar(1), Scalar(1));

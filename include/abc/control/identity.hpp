@@ -42,7 +42,7 @@ class Identity {
   Index max_tokens() const noexcept { return n_; }
 
   /// Token t writes slot t (weight 1, decay 1).
-  void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*norm*/,
+  void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*slot_state*/,
                 SparseWrite<Scalar, 1>& w) const noexcept {
     w.add(t, Scalar(1), Scalar(1));
   }

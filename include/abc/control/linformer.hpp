@@ -60,7 +60,7 @@ class Linformer {
   /// Tokens t0 .. t0 + rows − 1 (rows = x.rows()): decay 1, and write row t is column t0 + t of
   /// W_LF; `decay` and `write` are [rows × n]. Needs t0 + rows ≤ N_max, which BoundedAttention
   /// checks through max_tokens() first.
-  void schedule(Index t0, MatrixRef<Scalar> x, MatrixOut<Scalar> /*norm*/, MatrixOut<Scalar> decay,
+  void schedule(Index t0, MatrixRef<Scalar> x, MatrixOut<Scalar> /*slot_state*/, MatrixOut<Scalar> decay,
                 MatrixOut<Scalar> write) const {
     decay.setOnes();
     write.noalias() = w_.middleCols(t0, x.rows()).transpose();

@@ -36,7 +36,7 @@ enum class Normalization {
  *
  * Default (prefix normalisation, exp): slot ℓ of the memory is the softmax attention of the
  * pseudo-query W_φ[ℓ] over the keys seen so far. As a schedule of the shared recurrence, with
- * z_t = log Σ_{i≤t} α_i per slot (carried in the State's normaliser as max and relative sum):
+ * z_t = log Σ_{i≤t} α_i per slot (carried in the State's slot_state() as max and relative sum):
  *     decay a_t = exp(z_{t-1} − z_t),  write w_t = exp(log α_t − z_t).
  * Both exponents are ≤ 0, so any logits (±1e4 included) are safe, and the carried z makes decoding
  * and split-and-continue exact. sigmoid and relu use log α instead of s in the same formulas.
@@ -100,27 +100,27 @@ class Mlp {
 
   /// Logits X W_φᵀ, then one step of the per-slot online log-sum-exp per token, in place in the
   /// state's normaliser (kernel::online_normalise).
-  void schedule(Index /*t0*/, MatrixRef<Scalar> x, MatrixOut<Scalar> norm, MatrixOut<Scalar> decay,
+  void schedule(Index /*t0*/, MatrixRef<Scalar> x, MatrixOut<Scalar> slot_state, MatrixOut<Scalar> decay,
                 MatrixOut<Scalar> write) const {
     detail::project(x, w_, w_t_, write);  // the logits, replaced row by row with the write weights
-    weights_from_logits(norm, decay, write);
+    weights_from_logits(slot_state, decay, write);
   }
 
   /// The schedule of given logits X W_φᵀ [rows × n] (computed by the caller, e.g. for every head at
   /// once): the same as schedule() of those inputs.
-  void schedule_projected(Index /*t0*/, MatrixRef<Scalar> logits, MatrixOut<Scalar> norm, MatrixOut<Scalar> decay,
+  void schedule_projected(Index /*t0*/, MatrixRef<Scalar> logits, MatrixOut<Scalar> slot_state, MatrixOut<Scalar> decay,
                           MatrixOut<Scalar> write) const {
     write = logits;
-    weights_from_logits(norm, decay, write);
+    weights_from_logits(slot_state, decay, write);
   }
 
  private:
   // The logits in `write` → log α, then the online normaliser's decays and writes, token by token.
-  void weights_from_logits(MatrixOut<Scalar>& norm, MatrixOut<Scalar>& decay, MatrixOut<Scalar>& write) const {
+  void weights_from_logits(MatrixOut<Scalar>& slot_state, MatrixOut<Scalar>& decay, MatrixOut<Scalar>& write) const {
     to_log_weight(write);
     const bool prefix = normalization_ == Normalization::prefix;
     for (Index t = 0; t < write.rows(); ++t)
-      kernel::online_normalise(write.row(t).data(), norm.row(0).data(), norm.row(1).data(),
+      kernel::online_normalise(write.row(t).data(), slot_state.row(0).data(), slot_state.row(1).data(),
                                decay.row(t).data(), write.row(t).data(), num_slots(), prefix);
   }
 

@@ -50,7 +50,7 @@ class RandomSlot {
   }
 
   /// Token t is added to slot(t) (weight 1, decay 1).
-  void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*norm*/,
+  void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*slot_state*/,
                 SparseWrite<Scalar, 1>& w) const noexcept {
     w.add(slot(t), Scalar(1), Scalar(1));
   }

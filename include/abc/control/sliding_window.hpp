@@ -45,7 +45,7 @@ class SlidingWindow {
   Index num_slots() const noexcept { return n_; }
 
   /// Token t overwrites slot t mod n (decay 0 there, write 1).
-  void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*norm*/,
+  void schedule(Index t, VectorRef<Scalar> /*x*/, MatrixOut<Scalar> /*slot_state*/,
                 SparseWrite<Scalar, 1>& w) const noexcept {
     w.add(t % n_, Scalar(0), Scalar(1));
   }

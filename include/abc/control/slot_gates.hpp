@@ -36,7 +36,7 @@ namespace control {
  * Every slot with a gate below 1 is written by every token, so all slots are readable from the
  * first token on; a slot whose gates have all been exactly 1 (logits past the point where 1 − f
  * falls below the smallest normal number) holds nothing and is masked (docs/design.md §1.5). The
- * control keeps no per-slot state: the State's normaliser and positions stay as make_state left
+ * control keeps no per-slot state: the State's slot_state() and positions stay as make_state left
  * them, and the default rule of docs/design.md §2.4 checks a loaded blob.
  *
  * \tparam Scalar float or double.
@@ -85,7 +85,7 @@ class SlotGates {
   Scalar tau() const noexcept { return tau_; }
 
   /// Logits X W_fᵀ + b_f, then decay f and write 1 − f per token, computed row by row.
-  void schedule(Index /*t0*/, MatrixRef<Scalar> x, MatrixOut<Scalar> /*norm*/, MatrixOut<Scalar> decay,
+  void schedule(Index /*t0*/, MatrixRef<Scalar> x, MatrixOut<Scalar> /*slot_state*/, MatrixOut<Scalar> decay,
                 MatrixOut<Scalar> write) const {
     detail::project(x, w_, w_t_, decay);  // the logits, replaced row by row by the decays
     gates_from_logits(decay, write);
@@ -96,7 +96,7 @@ class SlotGates {
 
   /// The schedule of given logits X W_fᵀ [rows × n] (computed by the caller, e.g. for every head at
   /// once): the same as schedule() of those inputs.
-  void schedule_projected(Index /*t0*/, MatrixRef<Scalar> logits, MatrixOut<Scalar> /*norm*/, MatrixOut<Scalar> decay,
+  void schedule_projected(Index /*t0*/, MatrixRef<Scalar> logits, MatrixOut<Scalar> /*slot_state*/, MatrixOut<Scalar> decay,
                           MatrixOut<Scalar> write) const {
     decay = logits;
     gates_from_logits(decay, write);

@@ -28,7 +28,7 @@ namespace control {
  * not among the `recent` newest (ties: the lower score goes, then the older token). With recent = 0
  * the new token competes too and is not written when it ranks lowest.
  *
- * Per-slot bookkeeping lives in the State: row 0 of its normaliser holds the score of the token in
+ * Per-slot bookkeeping lives in the State: row 0 of its slot_state() holds the score of the token in
  * each slot (−∞ while empty; +∞ is a legitimate score, from keys whose score overflows the scalar
  * type), and the slot's position (State::slot_position) the token's position, an integer, so the
  * ranking is exact at any stream length (−1: empty). The schedule reads that state, so it runs
@@ -65,17 +65,17 @@ class TopKEviction {
   Index topk() const noexcept { return topk_; }
   /// The score that ranks the older tokens.
   const select::KeyScore<Scalar>& score() const noexcept { return score_; }
-  /// The score's key width (0 for KeyScore::norm(): any width).
+  /// The score's key width (0 for KeyScore::slot_state(): any width).
   Index input_dim() const noexcept { return score_.key_dim(); }
   /// A kept slot holds a token before `position` with a score that is not NaN, an empty one
   /// nothing; no token is held twice.
-  const char* slot_state_problem(MatrixRef<Scalar> norm, PositionsRef positions, Index position) const noexcept {
+  const char* slot_state_problem(MatrixRef<Scalar> slot_state, PositionsRef positions, Index position) const noexcept {
     for (Index l = 0; l < positions.size(); ++l) {
       const Index p = positions(l);
-      if (std::isnan(norm(0, l))) return "a kept token's score is NaN";
-      if (norm(1, l) != Scalar(0)) return "row 1 of the normaliser is unused and must be 0";
+      if (std::isnan(slot_state(0, l))) return "a kept token's score is NaN";
+      if (slot_state(1, l) != Scalar(0)) return "row 1 of the per-slot state is unused and must be 0";
       if (p < -1 || p >= position) return "a slot holds a token position outside [0, position)";
-      if (p == -1 && norm(0, l) != -std::numeric_limits<Scalar>::infinity()) return "an empty slot has a score";
+      if (p == -1 && slot_state(0, l) != -std::numeric_limits<Scalar>::infinity()) return "an empty slot has a score";
       for (Index j = 0; j < l; ++j)
         if (p >= 0 && positions(j) == p) return "two slots hold the same token";
     }
@@ -84,8 +84,8 @@ class TopKEviction {
 
   /// Token t, scored on its control input x, takes an empty slot, else the slot of the
   /// lowest-ranked token outside the `recent` newest (decay 0, write 1), and records its score in
-  /// row 0 of `norm` and t in `positions`. With recent = 0 it is not written when it ranks lowest.
-  void schedule(Index t, VectorRef<Scalar> x, MatrixOut<Scalar> norm, PositionsOut positions,
+  /// row 0 of `slot_state` and t in `positions`. With recent = 0 it is not written when it ranks lowest.
+  void schedule(Index t, VectorRef<Scalar> x, MatrixOut<Scalar> slot_state, PositionsOut positions,
                 SparseWrite<Scalar, 1>& w) const noexcept {
     const Index n = num_slots();
     const Scalar s = score_(x.data(), x.size());
@@ -99,12 +99,12 @@ class TopKEviction {
         break;
       }
       if (pos > recent_floor) continue;
-      if (victim < 0 || norm(0, l) < norm(0, victim) || (norm(0, l) == norm(0, victim) && pos < positions(victim)))
+      if (victim < 0 || slot_state(0, l) < slot_state(0, victim) || (slot_state(0, l) == slot_state(0, victim) && pos < positions(victim)))
         victim = l;
     }
     if (victim < 0) return;  // cannot happen: recent + topk ≥ 1 leaves a candidate
-    if (recent_ == 0 && positions(victim) >= 0 && s < norm(0, victim)) return;  // t ranks lowest
-    norm(0, victim) = s;
+    if (recent_ == 0 && positions(victim) >= 0 && s < slot_state(0, victim)) return;  // t ranks lowest
+    slot_state(0, victim) = s;
     positions(victim) = t;
     w.add(victim, Scalar(0), Scalar(1));
   }

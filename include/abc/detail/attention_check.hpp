@@ -111,9 +111,26 @@ Problem call_problem(const C& control, CallForm form, const State<scalar_of<C>>*
   return {};
 }
 
-// Why queries q cannot read `memory` of BoundedAttention<C>; an empty Problem when they can.
+// Why a BoundedAttention of n slots and these options cannot be made.
+inline Problem attention_problem(Index n, Index chunk) noexcept {
+  if (n < 1) return at_least(Status::bad_config, "num_slots()", n, 1, "a memory needs a slot");
+  if (chunk < 1) return at_least(Status::bad_config, "options.chunk", chunk, 1, "a chunk holds a token");
+  return {};
+}
+
+// Why a state for keys of width d and values of width dv cannot be made (dv reported first when
+// both fail, as the checks always have).
+inline Problem state_problem(Index d, Index dv) noexcept {
+  if (dv < 1) return at_least(Status::bad_config, "dv", dv, 1, "values need a column");
+  if (d < 1) return at_least(Status::bad_config, "d", d, 1, "keys need a column");
+  return {};
+}
+
+// Why queries q cannot read `memory` of BoundedAttention<C> (into `out`, when given); an empty
+// Problem when they can.
 template <class C>
-Problem read_problem(const C& control, const State<scalar_of<C>>& memory, const MatrixRef<scalar_of<C>>& q) noexcept {
+Problem read_problem(const C& control, const State<scalar_of<C>>& memory, const MatrixRef<scalar_of<C>>& q,
+                     const MatrixOut<scalar_of<C>>* out = nullptr) noexcept {
   const Index d = q.cols();
   if (d < 1) return at_least(Status::shape_mismatch, "q.cols()", d, 1, "queries need a column");
   Index want_d = d;
@@ -131,6 +148,10 @@ Problem read_problem(const C& control, const State<scalar_of<C>>& memory, const 
     return at_least(Status::shape_mismatch, "memory.value_dim()", memory.value_dim(), 1,
                     "the memory must come from this attention");
   if (auto p = kind_problem<C>(memory, "memory")) return p;
+  if (out)
+    if (auto p = shape_problem("out", out->rows(), out->cols(), q.rows(), memory.value_dim(),
+                               "the output buffer holds one row per query"))
+      return p;
   return finite_problem("q", q);
 }
 

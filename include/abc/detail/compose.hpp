@@ -40,24 +40,24 @@ Index max_tokens_of(const C& c) noexcept {
 // controls forward them to their parts the same way).
 template <class C, class T = typename C::scalar_type>
 void sparse_schedule(const C& c, Index t, VectorRef<typename C::scalar_type> x,
-                     MatrixOut<typename C::scalar_type> norm, PositionsOut positions,
+                     MatrixOut<typename C::scalar_type> slot_state, PositionsOut positions,
                      SparseWrite<T, C::max_writes>& w) {
   if constexpr (has_positioned_sparse_schedule<C>::value) {
-    c.schedule(t, x, norm, positions, w);
+    c.schedule(t, x, slot_state, positions, w);
   } else {
     (void)positions;
-    c.schedule(t, x, norm, w);
+    c.schedule(t, x, slot_state, w);
   }
 }
 template <class C>
 void dense_schedule(const C& c, Index t0, MatrixRef<typename C::scalar_type> x,
-                    MatrixOut<typename C::scalar_type> norm, PositionsOut positions,
+                    MatrixOut<typename C::scalar_type> slot_state, PositionsOut positions,
                     MatrixOut<typename C::scalar_type> decay, MatrixOut<typename C::scalar_type> write) {
   if constexpr (has_positioned_dense_schedule<C>::value) {
-    c.schedule(t0, x, norm, positions, decay, write);
+    c.schedule(t0, x, slot_state, positions, decay, write);
   } else {
     (void)positions;
-    c.schedule(t0, x, norm, decay, write);
+    c.schedule(t0, x, slot_state, decay, write);
   }
 }
 
@@ -76,17 +76,17 @@ void expand_sparse(const SparseWrite<T, W>& s, RowA&& a, RowW&& w) {
 // Any control's schedule for tokens [t0, t0 + x.rows()) as dense rows of decays and writes: a
 // sparse schedule token by token, its writes expanded; a dense one as it is.
 template <class C>
-void schedule_rows(const C& c, Index t0, MatrixRef<typename C::scalar_type> x, MatrixOut<typename C::scalar_type> norm,
+void schedule_rows(const C& c, Index t0, MatrixRef<typename C::scalar_type> x, MatrixOut<typename C::scalar_type> slot_state,
                    PositionsOut positions, MatrixOut<typename C::scalar_type> decay,
                    MatrixOut<typename C::scalar_type> write) {
   if constexpr (has_sparse_schedule<C>::value) {
     for (Index t = 0; t < x.rows(); ++t) {
       SparseWrite<typename C::scalar_type, C::max_writes> sw;
-      sparse_schedule(c, t0 + t, x.row(t).transpose(), norm, positions, sw);
+      sparse_schedule(c, t0 + t, x.row(t).transpose(), slot_state, positions, sw);
       expand_sparse(sw, decay.row(t), write.row(t));
     }
   } else {
-    dense_schedule(c, t0, x, norm, positions, decay, write);
+    dense_schedule(c, t0, x, slot_state, positions, decay, write);
   }
 }
 
@@ -94,27 +94,27 @@ void schedule_rows(const C& c, Index t0, MatrixRef<typename C::scalar_type> x, M
 // running max is finite or −∞ and whose sum is finite (a running-mean count, or RFA's z, which
 // sin/cos features can make negative), and no positions (such a control never sets them).
 template <class T>
-const char* default_slot_state_problem(MatrixRef<T> norm, PositionsRef positions) noexcept {
-  for (Index l = 0; l < norm.cols(); ++l) {
-    if (std::isnan(norm(0, l)) || norm(0, l) == std::numeric_limits<T>::infinity())
+const char* default_slot_state_problem(MatrixRef<T> slot_state, PositionsRef positions) noexcept {
+  for (Index l = 0; l < slot_state.cols(); ++l) {
+    if (std::isnan(slot_state(0, l)) || slot_state(0, l) == std::numeric_limits<T>::infinity())
       return "a running maximum of the normaliser is NaN or +inf";
-    if (!std::isfinite(norm(1, l))) return "a sum of the normaliser is not finite";
+    if (!std::isfinite(slot_state(1, l))) return "a sum of the normaliser is not finite";
   }
   for (Index l = 0; l < positions.size(); ++l)
     if (positions(l) != -1) return "a slot position is set, but the control keeps none";
   return nullptr;
 }
 
-// Why (norm, positions) after `position` tokens cannot be c's state; nullptr if it can.
+// Why (slot_state, positions) after `position` tokens cannot be c's state; nullptr if it can.
 template <class C>
-const char* slot_state_problem_of(const C& c, MatrixRef<typename C::scalar_type> norm, PositionsRef positions,
+const char* slot_state_problem_of(const C& c, MatrixRef<typename C::scalar_type> slot_state, PositionsRef positions,
                                   Index position) noexcept {
   if constexpr (has_slot_state_problem<C>::value) {
-    return c.slot_state_problem(norm, positions, position);
+    return c.slot_state_problem(slot_state, positions, position);
   } else {
     (void)c;
     (void)position;
-    return default_slot_state_problem<typename C::scalar_type>(norm, positions);
+    return default_slot_state_problem<typename C::scalar_type>(slot_state, positions);
   }
 }
 

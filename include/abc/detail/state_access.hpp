@@ -20,9 +20,9 @@ struct StateAccess {
   template <class T>
   static Matrix<T>& values(State<T>& s) noexcept { return s.values_; }
   template <class T>
-  static Matrix<T>& norm(State<T>& s) noexcept { return s.norm_; }
+  static Matrix<T>& slot_state(State<T>& s) noexcept { return s.slot_state_; }
   template <class T>
-  static const Matrix<T>& norm(const State<T>& s) noexcept { return s.norm_; }
+  static const Matrix<T>& slot_state(const State<T>& s) noexcept { return s.slot_state_; }
   template <class T>
   static PositionsRow& positions(State<T>& s) noexcept { return s.positions_; }
   template <class T>

@@ -24,7 +24,7 @@ namespace kernel {
  * The same calling convention as SoftmaxEngine: it runs once every check has passed, `heads`
  * query heads read one memory, and `input` is the control input (the keys unless given). The
  * memory keeps no K̃: the control's key_schedule turns each key into its feature row, which is the
- * write, and row 1 of the state's normaliser holds z, the sum of the written features.
+ * write, and row 1 of the state's slot_state() holds z, the sum of the written features.
  */
 template <class Control>
 class LinearEngine {
@@ -41,7 +41,7 @@ class LinearEngine {
     const Index n_keys = k.rows();
     const Index chunk = std::min(build_block, std::max<Index>(n_keys, 1));
     ChunkWorkspace<T> ws(chunk, control_.num_slots(), 0);
-    auto z = Access::norm(s).row(1).transpose();
+    auto z = Access::slot_state(s).row(1).transpose();
     for (Index t0 = 0; t0 < n_keys; t0 += chunk) {
       const Index c = std::min(chunk, n_keys - t0);
       control_.key_schedule(t0, k.middleRows(t0, c), input.middleRows(t0, c), ws.decay.topRows(c),
@@ -56,7 +56,7 @@ class LinearEngine {
   void read_memory(const State<T>& s, const Q& q, O&& out) const {
     Matrix<T> phi(q.rows(), control_.num_slots());
     control_.query_features(q, phi);
-    read_all_linear<T>(s.values(), Access::norm(s).row(1).transpose(), phi, floor(), out);
+    read_all_linear<T>(s.values(), Access::slot_state(s).row(1).transpose(), phi, floor(), out);
   }
 
   /// Continues `s` over the N tokens of k, v; each head's query t reads the memory of keys ..t.
@@ -67,7 +67,7 @@ class LinearEngine {
     if (n_keys == 0) return;
     const Index chunk = std::min(options_.chunk, n_keys);
     ChunkWorkspace<T> ws(chunk, control_.num_slots(), heads);
-    auto z = Access::norm(s).row(1).transpose();
+    auto z = Access::slot_state(s).row(1).transpose();
     for (Index t0 = 0; t0 < n_keys; t0 += chunk) {
       const Index c = std::min(chunk, n_keys - t0);
       control_.key_schedule(start + t0, k.middleRows(t0, c), input.middleRows(t0, c), ws.decay.topRows(c),
@@ -90,7 +90,7 @@ class LinearEngine {
     control_.key_schedule(s.position(), Eigen::Map<const Matrix<T>>(k, 1, d), input, scratch.row(0), scratch.row(1));
     for (Index g = 0; g < heads; ++g)
       control_.query_features(Eigen::Map<const Matrix<T>>(query(g), 1, d), scratch.row(2 + g));
-    T* z = Access::norm(s).row(1).data();
+    T* z = Access::slot_state(s).row(1).data();
     step_linear(Access::values(s), z, scratch.row(2).data(), scratch.row(0).data(), scratch.row(1).data(), v,
                         floor(), output(0), dv);
     for (Index g = 1; g < heads; ++g)

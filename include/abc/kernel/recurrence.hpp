@@ -18,7 +18,7 @@ template <class T>
 struct MemoryView {
   Matrix<T>& keys;                     // K̃ [n × d]
   Matrix<T>& values;                   // Ṽ [n × dv]
-  Matrix<T>& norm;                     // [2 × n]: running max, sum
+  Matrix<T>& slot_state;               // [2 × n]: the control's per-slot state
   std::vector<std::uint8_t>& written;  // [n]
 };
 

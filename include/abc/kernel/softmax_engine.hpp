@@ -122,7 +122,7 @@ class SoftmaxEngine {
   }
 
   static MemoryView<T> view(State<T>& s) noexcept {
-    return {Access::keys(s), Access::values(s), Access::norm(s), Access::written(s)};
+    return {Access::keys(s), Access::values(s), Access::slot_state(s), Access::written(s)};
   }
 
   // The control's schedule for tokens [t0, t0 + c) as dense rows of decays and writes; with
@@ -130,9 +130,9 @@ class SoftmaxEngine {
   static void fill(const Control& ctl, Index t0, Index c, const MatrixRef<T>& input, bool projected, State<T>& s,
                    ChunkWorkspace<T>& ws) {
     if constexpr (detail::has_input_projection<Control>::value)
-      if (projected) return ctl.schedule_projected(t0, input, Access::norm(s), ws.decay.topRows(c), ws.write.topRows(c));
+      if (projected) return ctl.schedule_projected(t0, input, Access::slot_state(s), ws.decay.topRows(c), ws.write.topRows(c));
     (void)projected;
-    detail::schedule_rows(ctl, t0, input, Access::norm(s), Access::positions(s), ws.decay.topRows(c), ws.write.topRows(c));
+    detail::schedule_rows(ctl, t0, input, Access::slot_state(s), Access::positions(s), ws.decay.topRows(c), ws.write.topRows(c));
   }
 
   void build(const Control& ctl, State<T>& s, const MatrixRef<T>& input, bool projected, const MatrixRef<T>& k,
@@ -142,7 +142,7 @@ class SoftmaxEngine {
       // One-hot writes: O(d) per token, no dense weights at all.
       for (Index t = 0; t < n_keys; ++t) {
         SparseWrite<T, Control::max_writes> sw;
-        detail::sparse_schedule(ctl, t, input.row(t).transpose(), Access::norm(s), Access::positions(s), sw);
+        detail::sparse_schedule(ctl, t, input.row(t).transpose(), Access::slot_state(s), Access::positions(s), sw);
         apply_sparse<T, Control::max_writes>(view(s), sw, k.row(t).transpose(), v.row(t).transpose());
       }
       (void)projected;
@@ -174,7 +174,7 @@ class SoftmaxEngine {
     const T sc = scale(d);
     if constexpr (sparse) {
       SparseWrite<T, Control::max_writes> sw;
-      detail::sparse_schedule(control_, t, input.transpose(), Access::norm(s), Access::positions(s), sw);
+      detail::sparse_schedule(control_, t, input.transpose(), Access::slot_state(s), Access::positions(s), sw);
       apply_sparse<T, Control::max_writes>(view(s), sw, VectorRef<T>(Eigen::Map<const Vector<T>>(k, d)),
                                            VectorRef<T>(Eigen::Map<const Vector<T>>(v, dv)));
       for (Index g = 0; g < heads; ++g) rows_dot<false>(keys, d, n, d, a, w, k, query(g), sc, scores(g));
@@ -183,11 +183,11 @@ class SoftmaxEngine {
       bool done = false;
       if constexpr (detail::has_input_projection<Control>::value)
         if (projected) {
-          control_.schedule_projected(t, input, Access::norm(s), scratch.row(0), scratch.row(1));
+          control_.schedule_projected(t, input, Access::slot_state(s), scratch.row(0), scratch.row(1));
           done = true;
         }
       if (!done)
-        detail::dense_schedule(control_, t, input, Access::norm(s), Access::positions(s), scratch.row(0),
+        detail::dense_schedule(control_, t, input, Access::slot_state(s), Access::positions(s), scratch.row(0),
                                scratch.row(1));
       mark_written<T>(has_decay, scratch.row(0), scratch.row(1), Access::written(s));
       rows_dot<true>(keys, d, n, d, a, w, k, query(0), sc, scores(0));
