@@ -168,7 +168,7 @@ TEMPLATE_TEST_CASE("SlotGates gates: exact from 1e-30 to 1 − 1e-7, where the n
     abc::Vector<T> b(n);
     for (Index l = 0; l < n; ++l) b(l) = T(logit_for_gate(std::log(targets[l]), tau));
     const SlotGates<T> control(abc::Matrix<T>::Zero(n, dx), b, T(tau));
-    abc::Matrix<T> x = ref::random<T>(3, dx, 1), norm(2, n), decay(3, n), write(3, n);
+    abc::Matrix<T> x = ref::random<T>(3, dx, 1), slot_state(2, n), decay(3, n), write(3, n);
     control.schedule(0, x, slot_state, decay, write);
     for (Index l = 0; l < n; ++l) {
       // The reference from the same (rounded) logit: what remains is the kernel's own error. log f
