@@ -45,7 +45,7 @@ bool same_bits(const abc::State<T>& a, const abc::State<T>& b) {
            (x.size() == 0 || std::memcmp(x.data(), y.data(), sizeof(T) * std::size_t(x.size())) == 0);
   };
   if (a.position() != b.position() || !eq(a.keys(), b.keys()) || !eq(a.values(), b.values()) ||
-      !eq(a.norm(), b.norm()))
+      !eq(a.slot_state(), b.slot_state()))
     return false;
   for (Index l = 0; l < a.num_slots(); ++l)
     if (a.written(l) != b.written(l) || a.slot_position(l) != b.slot_position(l)) return false;

@@ -60,7 +60,7 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {  // NaN-safe:
 template <class T>
 bool same_bits(const abc::State<T>& a, const abc::State<T>& b) {
   if (a.position() != b.position() || !same_bits(a.keys(), b.keys()) || !same_bits(a.values(), b.values()) ||
-      !same_bits(a.norm(), b.norm()))
+      !same_bits(a.slot_state(), b.slot_state()))
     return false;
   for (Index l = 0; l < a.num_slots(); ++l)
     if (a.written(l) != b.written(l) || a.slot_position(l) != b.slot_position(l)) return false;
