@@ -96,7 +96,7 @@ void eigen_mlp_token(const Mat& w, EigenMlpState& s, const Eigen::VectorXf& q, c
 
 void run_eigen_mlp(benchmark::State& st, const std::string& form) {
   const Index n_tok = st.range(0), n = st.range(1);
-  const Mat w = abc::control::Mlp<float>(kD, n, 1).weights();
+  const Mat w = abc::control::Mlp<float>(abc::Slots{n}, kD, abc::Seed{1}).weights();
   const Inputs in(n_tok);
   Mat out(n_tok, kD);
   Eigen::VectorXf o(kD);
@@ -230,8 +230,8 @@ void run_cross(benchmark::State& st, const C& control, const std::string& form) 
 void run_gqa_step(benchmark::State& st, bool shared) {
   using Mlp = abc::control::Mlp<float>;
   const Index B = 8, H = 16, kv = 4, n = st.range(1);
-  const abc::MultiHeadAttention<Mlp> mha = shared ? abc::MultiHeadAttention<Mlp>(Mlp(kD, n, 1), H, kv)
-                                                  : abc::MultiHeadAttention<Mlp>(std::vector<Mlp>(H, Mlp(kD, n, 1)), kv);
+  const abc::MultiHeadAttention<Mlp> mha = shared ? abc::MultiHeadAttention<Mlp>(Mlp(abc::Slots{n}, kD, abc::Seed{1}), H, kv)
+                                                  : abc::MultiHeadAttention<Mlp>(std::vector<Mlp>(H, Mlp(abc::Slots{n}, kD, abc::Seed{1})), kv);
   abc::MultiHeadAttention<Mlp>::Pool pool;
   std::vector<std::uint64_t> ids;
   for (Index b = 0; b < B; ++b) {
@@ -253,7 +253,7 @@ void run_gqa_step(benchmark::State& st, bool shared) {
 // temperature s² ≈ 2.6).
 abc::control::RandomFeature<float> rfa(Index D) {
   return abc::control::RandomFeature<float>{
-      abc::feature::RandomFourier<float>(abc::feature::Projection<float>(D, kD, 1, 1.6f).draw())};
+      abc::feature::RandomFourier<float>(abc::feature::Projection<float>(D, kD, abc::Seed{1}, 1.6f).draw())};
 }
 
 void register_all() {
@@ -265,28 +265,27 @@ void register_all() {
          run_bounded(st, abc::control::SlidingWindow<float>{slots(st)}, false, f);
        }},
       {"topk_eviction", [](benchmark::State& st, const std::string& f) {  // state bytes stay flat
-         run_bounded(st, abc::control::TopKEviction<float>(slots(st) / 2, slots(st) - slots(st) / 2,
-                                                          abc::select::KeyScore<float>(Mat::Random(kD, kD))),
+         run_bounded(st, abc::control::TopKEviction<float>(abc::Slots{slots(st)}, slots(st) / 2, abc::select::KeyScore<float>(Mat::Random(kD, kD))),
                      false, f, abc_bench::key_score_flops(kD));
        }},
       {"mlp", [](benchmark::State& st, const std::string& f) {
-         run_bounded(st, abc::control::Mlp<float>(kD, slots(st), 1), true, f,
+         run_bounded(st, abc::control::Mlp<float>(abc::Slots{slots(st)}, kD, abc::Seed{1}), true, f,
                      abc_bench::logit_flops(1, double(slots(st)), kD));
        }},
       {"gsa", [](benchmark::State& st, const std::string& f) {  // GSA: a forget gate per slot, τ = 8
-         run_bounded(st, abc::control::SlotGates<float>(kD, slots(st), 1), true, f,
+         run_bounded(st, abc::control::SlotGates<float>(abc::Slots{slots(st)}, kD, abc::Seed{1}), true, f,
                      abc_bench::logit_flops(1, double(slots(st)), kD));
        }},
       {"linformer", [](benchmark::State& st, const std::string& f) {
          // N_max = 2N: step runs past the prefill
-         run_bounded(st, abc::control::Linformer<float>(slots(st), 2 * st.range(0), 1), true, f);
+         run_bounded(st, abc::control::Linformer<float>(abc::Slots{slots(st)}, 2 * st.range(0), abc::Seed{1}), true, f);
        }},
       {"random_slot", [](benchmark::State& st, const std::string& f) {
-         run_bounded(st, abc::control::RandomSlot<float>(slots(st), 1), false, f);
+         run_bounded(st, abc::control::RandomSlot<float>(abc::Slots{slots(st)}, abc::Seed{1}), false, f);
        }},
       {"compressive", [](benchmark::State& st, const std::string& f) {
          // step runs past the prefill: room for twice the length
-         run_bounded(st, abc::control::Compressive<float>(2 * st.range(0) / slots(st) + 1, slots(st)), false, f);
+         run_bounded(st, abc::control::Compressive<float>(abc::Slots{slots(st)}, 2 * st.range(0) / slots(st) + 1), false, f);
        }},
       {"global_tokens", [](benchmark::State& st, const std::string& f) {
          std::vector<Index> pos;
@@ -294,11 +293,11 @@ void register_all() {
          run_bounded(st, abc::control::GlobalTokens<float>(pos), false, f);
        }},
       {"dilated", [](benchmark::State& st, const std::string& f) {
-         run_bounded(st, abc::control::Dilated<float>(slots(st) / 2, 2), false, f);
+         run_bounded(st, abc::control::Dilated<float>(abc::Slots{slots(st) / 2}, 2), false, f);
        }},
       {"cluster", [](benchmark::State& st, const std::string& f) {
          const Mat keys = Mat::Random(st.range(0), kD);
-         run_bounded(st, abc::control::Cluster<float>(abc::control::Cluster<float>::kmeans(keys, slots(st), 1, 10).centroids),
+         run_bounded(st, abc::control::Cluster<float>(abc::control::Cluster<float>::kmeans(keys, abc::Slots{slots(st)}, abc::Seed{1}, 10).centroids),
                      false, f, abc_bench::logit_flops(1, double(slots(st)), kD));  // distances to n centroids
        }},
       {"gated_window", [](benchmark::State& st, const std::string& f) {
@@ -329,7 +328,7 @@ void register_all() {
   // Cross attention, 1 target token per iteration against an N-token source (n = 64).
   for (const std::string form : {"read", "forward"}) {
     auto* b = benchmark::RegisterBenchmark(("cross/mlp/" + form).c_str(), [form](benchmark::State& st) {
-      run_cross(st, abc::control::Mlp<float>(kD, slots(st), 1), form);
+      run_cross(st, abc::control::Mlp<float>(abc::Slots{slots(st)}, kD, abc::Seed{1}), form);
     });
     for (Index n : lengths) b->Args({n, 64});
     b->Unit(benchmark::kNanosecond);
@@ -349,7 +348,7 @@ void register_all() {
         abc::Options o;
         o.chunk = st.range(2);
         if (name == "mlp")
-          run_bounded(st, abc::control::Mlp<float>(kD, slots(st), 1), true, form,
+          run_bounded(st, abc::control::Mlp<float>(abc::Slots{slots(st)}, kD, abc::Seed{1}), true, form,
                       abc_bench::logit_flops(1, double(slots(st)), kD), o);
         else  // D = n/2 random features: n slots
           run_bounded(st, rfa(slots(st) / 2), true, form, 0, o);

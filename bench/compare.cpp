@@ -464,13 +464,13 @@ int run(const Config& cfg) {
   const Index half = std::max<Index>(n / 2, 1), rest = std::max<Index>(n - n / 2, 1);
   add("identity (n = N)", Identity<float>{N});
   add("window", SlidingWindow<float>{n});
-  add("mlp exp", Mlp<float>(d, n, seed()));
-  add("mlp sigmoid", Mlp<float>(d, n, seed(), Activation::sigmoid));
-  add("mlp relu", Mlp<float>(d, n, seed(), Activation::relu));
-  add("gsa (slot gates)", SlotGates<float>(d, n, seed()));  // GSA: a forget gate per slot, τ = 8
-  add("linformer", Linformer<float>(n, N, seed()));          // N_max = N
-  add("random slot", RandomSlot<float>(n, seed()));
-  add("compressive", Compressive<float>((N + n - 1) / n, n));  // ratio so that n·c ≥ N
+  add("mlp exp", Mlp<float>(abc::Slots{n}, d, abc::Seed(seed())));
+  add("mlp sigmoid", Mlp<float>(abc::Slots{n}, d, abc::Seed(seed()), Activation::sigmoid));
+  add("mlp relu", Mlp<float>(abc::Slots{n}, d, abc::Seed(seed()), Activation::relu));
+  add("gsa (slot gates)", SlotGates<float>(abc::Slots{n}, d, abc::Seed(seed())));  // GSA: a forget gate per slot, τ = 8
+  add("linformer", Linformer<float>(abc::Slots{n}, N, abc::Seed(seed())));          // N_max = N
+  add("random slot", RandomSlot<float>(abc::Slots{n}, abc::Seed(seed())));
+  add("compressive", Compressive<float>(abc::Slots{n}, (N + n - 1) / n));  // ratio so that n·c ≥ N
   {
     // n global tokens spread evenly: every ⌈N/n⌉-th position.
     std::vector<Index> every;
@@ -482,16 +482,16 @@ int run(const Config& cfg) {
     add("concat global+window",
         Concat<GlobalTokens<float>, SlidingWindow<float>>(GlobalTokens<float>(spread), SlidingWindow<float>(rest)));
   }
-  add("dilated r=2", Dilated<float>(half, 2));  // two buffers of n/2: the same slot count as the others
+  add("dilated r=2", Dilated<float>(abc::Slots{half}, 2));  // two buffers of n/2: the same slot count as the others
   if (cfg.causal)  // causal needs fixed centroids: k-means on the keys, fitted once outside the timing
-    add("cluster", Cluster<float>(Cluster<float>::kmeans(k, std::min(n, N), seed(), 20).centroids));
+    add("cluster", Cluster<float>(Cluster<float>::kmeans(k, abc::Slots{std::min(n, N)}, abc::Seed(seed()), 20).centroids));
   else  // non-causal fits k-means on the keys inside every call (20 Lloyd updates at most)
-    add("cluster (k-means)", Cluster<float>(n, d, seed(), 20));
+    add("cluster (k-means)", Cluster<float>(abc::Slots{n}, d, abc::Seed(seed()), 20));
   add("gated window",
       Gated<SlidingWindow<float>>(SlidingWindow<float>(n), abc::Vector<float>::Constant(d, 0.1f), 1.0f));
   // TRAMS without expiry: n/2 newest tokens + the n/2 best-scoring older ones (released-code score).
   const abc::select::KeyScore<float> trams_score(gaussian(d, d, 1.0f / std::sqrt(float(d)), rng));
-  add("top-k eviction", TopKEviction<float>(half, n - n / 2, trams_score));
+  add("top-k eviction", TopKEviction<float>(abc::Slots{n}, n / 2, trams_score));
   if (cfg.causal) {
     // TRAMS proper (not a control): a FIFO pool of 2n tokens, reading n/2 recent + n/2 selected, fed
     // in segments of 64 tokens (causal within a segment). State: the pool.
@@ -516,7 +516,7 @@ int run(const Config& cfg) {
   const double sigma = std::sqrt(double(q.rowwise().norm().mean()) * double(k.rowwise().norm().mean()) /
                                  std::sqrt(double(d)));
   for (Index D : {Index(64), Index(256)}) {
-    const abc::feature::Projection<float> projection(D, d, seed(), float(sigma));
+    const abc::feature::Projection<float> projection(D, d, abc::Seed{seed()}, float(sigma));
     add("rfa D=" + std::to_string(D), RandomFeature<float>{abc::feature::RandomFourier<float>(projection.draw())});
   }
 

@@ -14,7 +14,7 @@ int main() {
   abc::Matrix<float> out = window.forward_causal(q, k, v);  // [seq_len x head_dim]
 
   // Swap the control, keep the call: ABC-MLP, learned input-dependent control (seeded weights).
-  abc::BoundedAttention mlp{abc::control::Mlp{head_dim, num_slots, /*seed=*/42}};
+  abc::BoundedAttention mlp{abc::control::Mlp{abc::Slots{num_slots}, head_dim, abc::Seed{42}}};
   abc::Matrix<float> out_mlp = mlp.forward_causal(q, k, v);
 
   // Decode one token at a time from a constant-size state.

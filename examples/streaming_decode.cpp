@@ -14,7 +14,7 @@
 int main(int argc, char** argv) {
   const abc::Index tokens = argc > 1 ? std::atol(argv[1]) : 200000;
   const abc::Index d = 64, n = 64;
-  abc::BoundedAttention attn{abc::control::Mlp{d, n, /*seed=*/7}};
+  abc::BoundedAttention attn{abc::control::Mlp{abc::Slots{n}, d, abc::Seed{7}}};
   auto state = attn.make_state(d, d);
 
   // A small pool of inputs reused round-robin: the stream's content does not change the cost.

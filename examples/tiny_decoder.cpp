@@ -225,7 +225,7 @@ class AbcAttention {
     for (Index l = 0; l < kLayers; ++l) {
       std::vector<abc::control::Mlp<float>> controls;
       for (Index hd = 0; hd < kHeads; ++hd)
-        controls.emplace_back(kModel, kSlots, /*seed=*/1000 + static_cast<std::uint64_t>(l * kHeads + hd));
+        controls.emplace_back(abc::Slots{kSlots}, kModel, abc::Seed{1000 + static_cast<std::uint64_t>(l * kHeads + hd)});
       layers_.emplace_back(controls, kHeads, kHeads);
       layers_.back().add(pools_.emplace_back(), 0, kHead, kHead);
     }

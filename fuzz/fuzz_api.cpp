@@ -261,17 +261,17 @@ void fuzz(Reader& in) {
     }
     case 4: {
       const Index c = in.index(0, 8);
-      make([&] { return abc::control::Compressive<T>{c, n}; }, 0, false);
+      make([&] { return abc::control::Compressive<T>{abc::Slots{n}, c}; }, 0, false);
       break;
     }
     case 5: {
       const std::uint64_t seed = in.u64();
-      make([&] { return abc::control::RandomSlot<T>{n, seed}; }, 0, false);
+      make([&] { return abc::control::RandomSlot<T>{abc::Slots{n}, abc::Seed(seed)}; }, 0, false);
       break;
     }
     case 6: {
       const Index r = in.index(0, 4);
-      make([&] { return abc::control::Dilated<T>{n, r}; }, 0, false);
+      make([&] { return abc::control::Dilated<T>{abc::Slots{n}, r}; }, 0, false);
       break;
     }
     case 7: {  // positions may be negative or repeated (config errors)
@@ -293,7 +293,7 @@ void fuzz(Reader& in) {
         const std::uint8_t b = in.byte();
         g(i) = b == 255 ? T(1.5) : T(b % 65) / T(64);
       }
-      make([&] { return abc::control::Gated<abc::control::Compressive<T>>{abc::control::Compressive<T>{2, n}, g}; },
+      make([&] { return abc::control::Gated<abc::control::Compressive<T>>{abc::control::Compressive<T>{abc::Slots{n}, 2}, g}; },
            0, false);
       break;
     }
@@ -355,14 +355,14 @@ void fuzz(Reader& in) {
       break;
     }
     default: {  // TRAMS top-k eviction, by key norm or by a W_Q score
-      const Index recent = in.index(0, 6), topk = in.index(0, 6);
+      const Index slots = in.index(0, 12), recent = in.index(0, 8);  // recent > slots: a config error
       const std::uint8_t how = in.byte();
       if (how % 2) {
-        make([&] { return abc::control::TopKEviction<T>{recent, topk, abc::select::KeyScore<T>::norm()}; }, 0, false);
+        make([&] { return abc::control::TopKEviction<T>{abc::Slots{slots}, recent, abc::select::KeyScore<T>::norm()}; }, 0, false);
       } else {
         const abc::Matrix<T> wq = in.matrix<T>(in.index(0, 8), in.index(0, 8));
         const auto score_kind = static_cast<abc::select::ScoreKind>(how / 2 % 3);
-        make([&] { return abc::control::TopKEviction<T>{recent, topk, abc::select::KeyScore<T>{wq, score_kind}}; }, 0, false);
+        make([&] { return abc::control::TopKEviction<T>{abc::Slots{slots}, recent, abc::select::KeyScore<T>{wq, score_kind}}; }, 0, false);
       }
       break;
     }

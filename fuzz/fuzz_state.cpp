@@ -75,7 +75,7 @@ void run(const Control& ctl, std::uint8_t mode, Reader& in) {
   }
   ABC_FUZZ_REQUIRE(abc::save_state(attn, dst) == blob);
   // The state belongs to this control type: an attention of another refuses it, whatever the shapes.
-  const abc::BoundedAttention<abc::control::RandomSlot<T>> other{abc::control::RandomSlot<T>{dst.num_slots(), 3}};
+  const abc::BoundedAttention<abc::control::RandomSlot<T>> other{abc::control::RandomSlot<T>{abc::Slots{dst.num_slots()}, abc::Seed{3}}};
   const abc::Vector<T> zq = abc::Vector<T>::Zero(dst.key_dim()), zv = abc::Vector<T>::Zero(dst.value_dim());
   if (dst.key_dim() > 0) ABC_FUZZ_REQUIRE(other.validate_step(dst, zq, zq, zv) != abc::Status::ok);
   const abc::Vector<T> q = abc::Vector<T>::Ones(dst.key_dim()), v = abc::Vector<T>::Ones(dst.value_dim());
@@ -91,15 +91,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     using namespace abc::control;
     switch ((mode & 1) | (mode >> 3 & 6)) {
       case 0:
-      case 2: run(Mlp<float>{4, 3, /*seed=*/7}, mode, in); break;
+      case 2: run(Mlp<float>{abc::Slots{3}, 4, abc::Seed{7}}, mode, in); break;
       case 1:
       case 3: run(SlidingWindow<double>{4}, mode, in); break;
       case 4:
-      case 5: run(TopKEviction<float>{2, 2, abc::select::KeyScore<float>::norm()}, mode, in); break;
+      case 5: run(TopKEviction<float>{abc::Slots{4}, 2, abc::select::KeyScore<float>::norm()}, mode, in); break;
       default:
         run(Concat<GlobalTokens<double>, Gated<TopKEviction<double>>>{
                 GlobalTokens<double>{std::vector<Index>{0, 2}},
-                Gated<TopKEviction<double>>{TopKEviction<double>{1, 2, abc::select::KeyScore<double>::norm()},
+                Gated<TopKEviction<double>>{TopKEviction<double>{abc::Slots{3}, 1, abc::select::KeyScore<double>::norm()},
                                             abc::Vector<double>::Constant(4, 0.25), 0.5}},
             mode, in);
     }

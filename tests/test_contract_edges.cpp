@@ -55,7 +55,7 @@ TEMPLATE_TEST_CASE("zero-width queries, keys or values are a shape_error naming 
   using T = TestType;
   const abc::Matrix<T> q0(5, 0), v = ref::random<T>(5, 3, 1), q = ref::random<T>(5, 4, 2), v0(5, 0);
   const abc::BoundedAttention attn{abc::control::SlidingWindow<T>{4}};
-  const abc::BoundedAttention mlp{abc::control::Mlp<T>(2, 4, 7)};
+  const abc::BoundedAttention mlp{abc::control::Mlp<T>(abc::Slots{4}, 2, abc::Seed{7})};
   const abc::Matrix<T> x = ref::random<T>(5, 2, 3);
   for (int form = 0; form < 2; ++form) {
     INFO((form == 0 ? "forward" : "forward_causal"));
@@ -96,15 +96,15 @@ TEMPLATE_TEST_CASE("zero-width queries, keys or values are a shape_error naming 
 TEST_CASE("sizes whose sum or product overflows are refused by name", "[errors][config][overflow]") {
   using namespace abc::control;
   const Index big = Index(1) << 62;
-  REQUIRE_THROWS_AS(Compressive<float>(big, 4), abc::config_error);
-  REQUIRE_THROWS_WITH(Compressive<float>(big, 4),
+  REQUIRE_THROWS_AS(Compressive<float>(abc::Slots{4}, big), abc::config_error);
+  REQUIRE_THROWS_WITH(Compressive<float>(abc::Slots{4}, big),
                       ABC_CONTAINS("abc::control::Compressive: ratio × slots (the capacity in tokens) overflows"));
-  REQUIRE_THROWS_AS(Dilated<float>(Index(1) << 32, Index(1) << 32), abc::config_error);
-  REQUIRE_THROWS_WITH(Dilated<float>(Index(1) << 32, Index(1) << 32),
+  REQUIRE_THROWS_AS(Dilated<float>(abc::Slots{Index(1) << 32}, Index(1) << 32), abc::config_error);
+  REQUIRE_THROWS_WITH(Dilated<float>(abc::Slots{Index(1) << 32}, Index(1) << 32),
                       ABC_CONTAINS("abc::control::Dilated: n × r (the slot count) overflows"));
-  REQUIRE_THROWS_AS(TopKEviction<float>(kMax, 1, KeyScore<float>::norm()), abc::config_error);
-  REQUIRE_THROWS_WITH(TopKEviction<float>(kMax, 1, KeyScore<float>::norm()),
-                      ABC_CONTAINS("abc::control::TopKEviction: recent + topk (the slot count) overflows"));
+  // TopKEviction takes its slot count whole, so recent and topk cannot overflow: the largest n is a
+  // valid configuration whose kept tokens are all recent.
+  REQUIRE(TopKEviction<float>(abc::Slots{kMax}, kMax, KeyScore<float>::norm()).num_slots() == kMax);
   abc::select::TramsConfig cfg;
   cfg.recent = cfg.topk = kMax;
   REQUIRE_THROWS_AS(TramsAttention<float>(cfg, KeyScore<float>::norm()), abc::config_error);
@@ -140,7 +140,7 @@ TEMPLATE_TEST_CASE("KeyScore refuses a key that is not the width of its W_Q", "[
 
   // TopKEviction applies its score to the control input (the keys by default): the operator checks
   // that width against the score's.
-  const abc::BoundedAttention topk{abc::control::TopKEviction<T>(2, 2, score)};
+  const abc::BoundedAttention topk{abc::control::TopKEviction<T>(abc::Slots{4}, 2, score)};
   const auto q8 = ref::random<T>(5, 8, 5), v = ref::random<T>(5, 3, 6), x4 = ref::random<T>(5, 4, 7);
   REQUIRE_THROWS_AS(topk.forward_causal(q8, q8, v), abc::shape_error);
   REQUIRE_THROWS_WITH(topk.forward_causal(q8, q8, v), ABC_CONTAINS("k is [5 x 8], expected [5 x 4]"));
@@ -231,7 +231,7 @@ TEMPLATE_TEST_CASE("BoundedAttention and SoftmaxAttention: zero-width arguments 
   using T = TestType;
   using abc::Matrix;
   const abc::BoundedAttention attn{abc::control::SlidingWindow<T>{4}};
-  const abc::BoundedAttention mlp{abc::control::Mlp<T>(2, 4, 7)};
+  const abc::BoundedAttention mlp{abc::control::Mlp<T>(abc::Slots{4}, 2, abc::Seed{7})};
   const Matrix<T> q = ref::random<T>(5, 4, 1), v = ref::random<T>(5, 3, 2), x = ref::random<T>(5, 2, 3), z(5, 0);
   auto s = attn.make_state(4, 3);
   REQUIRE_THROWS_AS(attn.forward_causal(s, z, z, v), abc::shape_error);
@@ -280,16 +280,15 @@ TEST_CASE("composed and weight-drawing controls refuse sizes that overflow Index
   REQUIRE(Pair(SW(kMax - 1), SW(1)).num_slots() == kMax);
   // Drawn weights: slots × input width entries (std::bad_alloc from Eigen, or nothing until a
   // forward call for Cluster's centroids).
-  REQUIRE_THROWS_AS(Linformer<float>(big, big, 1), abc::config_error);
-  REQUIRE_THROWS_WITH(Linformer<float>(big, big, 1), ABC_CONTAINS("abc::control::Linformer: n × n_max (the weights' entries) overflows"));
-  REQUIRE_THROWS_AS(Mlp<float>(big, big, 1), abc::config_error);
-  REQUIRE_THROWS_WITH(Mlp<float>(big, big, 1),
-                      ABC_CONTAINS("abc::control::Mlp::random: n × d_x (the weights' entries) overflows"));
-  REQUIRE_THROWS_WITH(Mlp<float>::random(big, big, 1), ABC_CONTAINS("abc::control::Mlp::random: n × d_x (the weights' entries) overflows"));
-  REQUIRE_THROWS_AS(Cluster<float>(big, big, 1), abc::config_error);
-  REQUIRE_THROWS_WITH(Cluster<float>(big, big, 1), ABC_CONTAINS("abc::control::Cluster: n × d_x (the centroids' entries) overflows"));
+  REQUIRE_THROWS_AS(Linformer<float>(abc::Slots{big}, big, abc::Seed{1}), abc::config_error);
+  REQUIRE_THROWS_WITH(Linformer<float>(abc::Slots{big}, big, abc::Seed{1}), ABC_CONTAINS("abc::control::Linformer: n × n_max (the weights' entries) overflows"));
+  REQUIRE_THROWS_AS(Mlp<float>(abc::Slots{big}, big, abc::Seed{1}), abc::config_error);
+  REQUIRE_THROWS_WITH(Mlp<float>(abc::Slots{big}, big, abc::Seed{1}),
+                      ABC_CONTAINS("abc::control::Mlp: n × d_x (the weights' entries) overflows"));
+  REQUIRE_THROWS_AS(Cluster<float>(abc::Slots{big}, big, abc::Seed{1}), abc::config_error);
+  REQUIRE_THROWS_WITH(Cluster<float>(abc::Slots{big}, big, abc::Seed{1}), ABC_CONTAINS("abc::control::Cluster: n × d_x (the centroids' entries) overflows"));
   const abc::Matrix<float> x = abc::Matrix<float>::Ones(3, 4);
-  REQUIRE_THROWS_AS(Cluster<float>::kmeans(x, kMax, 1, 1), abc::config_error);
-  REQUIRE_THROWS_WITH(Cluster<float>::kmeans(x, kMax, 1, 1),
+  REQUIRE_THROWS_AS(Cluster<float>::kmeans(x, abc::Slots{kMax}, abc::Seed{1}, 1), abc::config_error);
+  REQUIRE_THROWS_WITH(Cluster<float>::kmeans(x, abc::Slots{kMax}, abc::Seed{1}, 1),
                       ABC_CONTAINS("abc::control::Cluster::kmeans: n × x.cols() (the centroids' entries) overflows"));
 }

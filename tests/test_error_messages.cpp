@@ -83,13 +83,13 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
   auto state = attn.make_state(4, 3);
   auto narrow_state = attn.make_state(4, 2);
   const auto memory = attn.memory(k, v);
-  const abc::BoundedAttention<RandomSlot<float>> hashed{RandomSlot<float>(4, 9)};
-  const abc::BoundedAttention<Mlp<float>> mlp{Mlp<float>(5, 4, 1)};  // input width 5
+  const abc::BoundedAttention<RandomSlot<float>> hashed{RandomSlot<float>(abc::Slots{4}, abc::Seed{9})};
+  const abc::BoundedAttention<Mlp<float>> mlp{Mlp<float>(abc::Slots{4}, 5, abc::Seed{1})};  // input width 5
   auto mlp_state = mlp.make_state(4, 3);
   const abc::BoundedAttention<Identity<float>> identity{Identity<float>{8}};
   auto full = identity.make_state(4, 3);
   identity.forward_causal(full, ref::random<float>(8, 4, 7), ref::random<float>(8, 4, 8), ref::random<float>(8, 3, 9));
-  const abc::BoundedAttention<Cluster<float>> fitted_later{Cluster<float>(4, 4, 1)};
+  const abc::BoundedAttention<Cluster<float>> fitted_later{Cluster<float>(abc::Slots{4}, 4, abc::Seed{1})};
   abc::Options bad_scale, bad_chunk;
   bad_scale.scale = -1;
   bad_chunk.chunk = 0;
@@ -134,7 +134,7 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
   wide[d_at + 5] = 1;
   reseal(wide);
   abc::State<float> blank;
-  const abc::BoundedAttention<Dilated<float>> dilated{Dilated<float>{5, 1}};
+  const abc::BoundedAttention<Dilated<float>> dilated{Dilated<float>{abc::Slots{5}, 1}};
   const abc::BoundedAttention<SW> six{SW{6}};
   const abc::BoundedAttention<abc::control::SlidingWindow<double>> five_double{abc::control::SlidingWindow<double>{5}};
 
@@ -148,7 +148,7 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
   abc::select::TramsConfig trams_bad_scale{8, 2, 2};
   trams_bad_scale.scale = -1;
   const M q2 = M::Ones(2, 4), v2 = M::Ones(2, 3), q8 = ref::random<float>(5, 8, 13);
-  const abc::BoundedAttention<TopKEviction<float>> top_k{TopKEviction<float>(2, 2, score)};
+  const abc::BoundedAttention<TopKEviction<float>> top_k{TopKEviction<float>(abc::Slots{4}, 2, score)};
 
   const abc::GlobalMemoryAttention<float> gmat(abc::LocalPattern::chunked(4));
   const M gx = M::Ones(8, 3), gm = M::Ones(2, 3), gm4 = M::Ones(2, 4), gx0(8, 0);
@@ -191,7 +191,7 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
        "abc::control::RandomSlot (a state belongs to the control type whose make_state made it)"},
       {"forward_causal: a Cluster without centroids", [&] { fitted_later.forward_causal(q, k, v); },
        Throws::config_error,
-       "abc::BoundedAttention::forward_causal: centroids.rows() is 0, expected at least 4 (a Cluster(n, d_x, seed, "
+       "abc::BoundedAttention::forward_causal: centroids.rows() is 0, expected at least 4 (a Cluster(Slots{n}, d_x, seed, "
        "max_iter) fits its centroids only in non-causal forward; build it from centroids, e.g. "
        "Cluster::kmeans(...).centroids, for causal attention and step)"},
       {"step: a key of another width than the query", [&] { attn.step(state, q1, k1_3, v1); }, Throws::shape_error,
@@ -235,8 +235,8 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
        "abc::control::Mlp: W_phi.rows() (slots) is 0, expected at least 1 (at least one slot)"},
       {"Mlp(W_phi with a NaN)", [&] { M w = M::Ones(2, 2); w(1, 1) = nan; Mlp<float>{w}; }, Throws::config_error,
        "abc::control::Mlp: W_phi holds a non-finite value at row 1, column 1, expected finite values"},
-      {"Mlp(d_x = 0, n, seed)", [] { Mlp<float>(0, 4, 1); }, Throws::config_error,
-       "abc::control::Mlp::random: d_x is 0, expected at least 1 (at least one input column)"},
+      {"Mlp(Slots{4}, d_x = 0, seed)", [] { Mlp<float>(abc::Slots{4}, 0, abc::Seed{1}); }, Throws::config_error,
+       "abc::control::Mlp: d_x is 0, expected at least 1 (at least one input column)"},
       {"SlotGates(W_f, b_f of another size)", [] { SlotGates<float>(M::Ones(2, 3), V::Zero(3)); },
        Throws::config_error,
        "abc::control::SlotGates: b_f.size() is 3, expected 2 (one bias per slot: the rows of W_f)"},
@@ -245,24 +245,24 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
        "sigmoid(s)^(1/tau))"},
       {"Linformer(W_LF [0 x 5])", [] { Linformer<float>(M(0, 5)); }, Throws::config_error,
        "abc::control::Linformer: W_LF.rows() (slots) is 0, expected at least 1 (at least one slot)"},
-      {"Linformer(n, n_max = 0, seed)", [] { Linformer<float>(3, 0, 1); }, Throws::config_error,
+      {"Linformer(Slots{3}, n_max = 0, seed)", [] { Linformer<float>(abc::Slots{3}, 0, abc::Seed{1}); }, Throws::config_error,
        "abc::control::Linformer: n_max is 0, expected at least 1 (at least one position)"},
-      {"Dilated(n, r = 0)", [] { Dilated<float>(4, 0); }, Throws::config_error,
+      {"Dilated(Slots{4}, r = 0)", [] { Dilated<float>(abc::Slots{4}, 0); }, Throws::config_error,
        "abc::control::Dilated: r is 0, expected at least 1 (the dilation is at least 1)"},
-      {"Dilated(2^32, 2^32)", [] { Dilated<float>(Index(1) << 32, Index(1) << 32); }, Throws::config_error,
+      {"Dilated(Slots{2^32}, r = 2^32)", [] { Dilated<float>(abc::Slots{Index(1) << 32}, Index(1) << 32); }, Throws::config_error,
        "abc::control::Dilated: n × r (the slot count) overflows (4294967296 × 4294967296)"},
       {"Cluster(centroids [0 x 3])", [] { Cluster<float>(M(0, 3)); }, Throws::config_error,
        "abc::control::Cluster: centroids.rows() (slots) is 0, expected at least 1 (at least one cluster)"},
-      {"Cluster(n, d_x, seed, max_iter = 0)", [] { Cluster<float>(4, 3, 1, 0); }, Throws::config_error,
+      {"Cluster(Slots{4}, d_x, seed, max_iter = 0)", [] { Cluster<float>(abc::Slots{4}, 3, abc::Seed{1}, 0); }, Throws::config_error,
        "abc::control::Cluster: max_iter is 0, expected at least 1 (k-means needs at least one update)"},
-      {"Cluster::kmeans(x, n = 0, ...)", [&] { Cluster<float>::kmeans(q, 0, 1, 5); }, Throws::config_error,
+      {"Cluster::kmeans(x, Slots{0}, ...)", [&] { Cluster<float>::kmeans(q, abc::Slots{0}, abc::Seed{1}, 5); }, Throws::config_error,
        "abc::control::Cluster::kmeans: n is 0, expected at least 1 (at least one cluster)"},
-      {"RandomSlot(0, seed)", [] { RandomSlot<float>(0, 1); }, Throws::config_error,
+      {"RandomSlot(Slots{0}, seed)", [] { RandomSlot<float>(abc::Slots{0}, abc::Seed{1}); }, Throws::config_error,
        "abc::control::RandomSlot: n is 0, expected at least 1 (at least one slot)"},
-      {"Compressive(ratio = 0, slots)", [] { Compressive<float>(0, 3); }, Throws::config_error,
+      {"Compressive(Slots{3}, ratio = 0)", [] { Compressive<float>(abc::Slots{3}, 0); }, Throws::config_error,
        "abc::control::Compressive: ratio is 0, expected at least 1 (a block holds at least one token)"},
       {"Compressive: past its capacity",
-       [&] { abc::BoundedAttention<Compressive<float>>{Compressive<float>(2, 2)}.forward(q, k, v); },
+       [&] { abc::BoundedAttention<Compressive<float>>{Compressive<float>(abc::Slots{2}, 2)}.forward(q, k, v); },
        Throws::config_error,
        "abc::BoundedAttention::forward: the token count (state position + new tokens) is 5, expected at most 4 (the "
        "control's capacity, max_tokens())"},
@@ -273,7 +273,7 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
       {"GlobalTokens({5, 2, 9, 2})", [] { GlobalTokens<float>(std::vector<Index>{5, 2, 9, 2}); }, Throws::config_error,
        "abc::control::GlobalTokens: positions[3] is 2, expected a position not listed before (positions[1] is also 2; "
        "one slot per global token)"},
-      {"Gated(Mlp of input width 4, w_g of 3)", [] { Gated<Mlp<float>>(Mlp<float>(4, 2, 1), V::Ones(3), 0.0f); },
+      {"Gated(Mlp of input width 4, w_g of 3)", [] { Gated<Mlp<float>>(Mlp<float>(abc::Slots{2}, 4, abc::Seed{1}), V::Ones(3), 0.0f); },
        Throws::config_error,
        "abc::control::Gated: w_g.size() is 3, expected 4 (the inner control's input_dim(): both read the same control "
        "input)"},
@@ -283,15 +283,18 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
       {"Gated(inner, gates with 1.5)", [] { V g(2); g << 0.5f, 1.5f; Gated<SW>(SW{2}, g); }, Throws::config_error,
        "abc::control::Gated: gates(1) is 1.500000, expected a value in [0, 1]"},
       {"Concat(Mlp of input width 4, Mlp of 5)",
-       [] { Concat<Mlp<float>, Mlp<float>>(Mlp<float>(4, 2, 1), Mlp<float>(5, 2, 1)); },
+       [] { Concat<Mlp<float>, Mlp<float>>(Mlp<float>(abc::Slots{2}, 4, abc::Seed{1}), Mlp<float>(abc::Slots{2}, 5, abc::Seed{1})); },
        Throws::config_error,
        "abc::control::Concat: b.input_dim() is 5, expected 4 (a.input_dim(): both parts read the same control input)"},
       {"Concat(SlidingWindow(max), SlidingWindow(1))", [] { Concat<SW, SW>(SW(kMax), SW(1)); }, Throws::config_error,
        "abc::control::Concat: a.num_slots() + b.num_slots() (the slot count) overflows (9223372036854775807 + 1)"},
-      {"TopKEviction(recent = -1, ...)", [&] { TopKEviction<float>(-1, 4, score); }, Throws::config_error,
+      {"TopKEviction(Slots{3}, recent = -1, ...)", [&] { TopKEviction<float>(abc::Slots{3}, -1, score); }, Throws::config_error,
        "abc::control::TopKEviction: recent is -1, expected at least 0 (a token count)"},
-      {"TopKEviction(0, 0, ...)", [&] { TopKEviction<float>(0, 0, score); }, Throws::config_error,
-       "abc::control::TopKEviction: recent + topk is 0, expected at least 1 (the cache holds at least one token)"},
+      {"TopKEviction(Slots{0}, 0, ...)", [&] { TopKEviction<float>(abc::Slots{0}, 0, score); }, Throws::config_error,
+       "abc::control::TopKEviction: n is 0, expected at least 1 (the cache holds at least one token)"},
+      {"TopKEviction(Slots{4}, recent = 5, ...)", [&] { TopKEviction<float>(abc::Slots{4}, 5, score); },
+       Throws::config_error,
+       "abc::control::TopKEviction: recent is 5, expected at most 4 (the newest tokens kept are among the n slots)"},
       {"TopKEviction: keys of another width than W_Q's rows", [&] { top_k.forward_causal(q8, q8, v); },
        Throws::shape_error,
        "abc::BoundedAttention::forward_causal: k is [5 x 8], expected [5 x 4] (the control reads the keys as its "
@@ -316,9 +319,9 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
        "abc::feature::RandomFourier: W.rows() (D) is 0, expected at least 1 (at least one feature)"},
       {"feature::ArcCosine(W [3 x 0])", [] { abc::feature::ArcCosine<float>(M(3, 0)); }, Throws::config_error,
        "abc::feature::ArcCosine: W.cols() (d) is 0, expected at least 1 (inputs need a column)"},
-      {"feature::Projection(D = 0, d, seed)", [] { abc::feature::Projection<float>(0, 4, 1); }, Throws::config_error,
+      {"feature::Projection(D = 0, d, Seed)", [] { abc::feature::Projection<float>(0, 4, abc::Seed{1}); }, Throws::config_error,
        "abc::feature::Projection: D is 0, expected at least 1 (at least one random feature)"},
-      {"feature::Projection(D, d = 3, seed, sigma of 2)", [] { abc::feature::Projection<float>(4, 3, 1, V::Ones(2)); },
+      {"feature::Projection(D, d = 3, Seed, sigma of 2)", [] { abc::feature::Projection<float>(4, 3, abc::Seed{1}, V::Ones(2)); },
        Throws::shape_error, "abc::feature::Projection: sigma.size() is 2, expected 3 (one σ per input dimension)"},
       {"LocalPattern::chunked(0)", [] { abc::LocalPattern::chunked(0); }, Throws::config_error,
        "abc::LocalPattern::chunked: size is 0, expected at least 1 (a chunk holds a token)"},

@@ -60,7 +60,7 @@ TEMPLATE_TEST_CASE("shape errors name the argument, the expected and the actual 
 TEMPLATE_TEST_CASE("a control input of the wrong shape is named", "[errors][shape][input]", float, double) {
   using T = TestType;
   Data<T> x;
-  abc::BoundedAttention mlp{abc::control::Mlp<T>(5, 4, 1)};  // input width 5
+  abc::BoundedAttention mlp{abc::control::Mlp<T>(abc::Slots{4}, 5, abc::Seed{1})};  // input width 5
   // Without X the keys are the input: their width must be the control's input_dim().
   REQUIRE_THROWS_AS(mlp.forward(x.q, x.k, x.v), abc::shape_error);
   REQUIRE_THROWS_WITH(mlp.forward(x.q, x.k, x.v), ABC_CONTAINS("k is [10 x 8], expected [10 x 5]"));

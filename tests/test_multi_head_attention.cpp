@@ -44,7 +44,7 @@ TEMPLATE_TEST_CASE("multi-head results equal per-head single calls exactly, both
     for (Index kv : {Index(4), Index(2), Index(1)}) {
       INFO("bhsd " << heads_first << ", kv_heads " << kv);
       std::vector<abc::control::Mlp<T>> controls;
-      for (Index h = 0; h < H; ++h) controls.emplace_back(d, 5, std::uint64_t(h));  // per-head W_φ
+      for (Index h = 0; h < H; ++h) controls.emplace_back(abc::Slots{5}, d, abc::Seed(std::uint64_t(h)));  // per-head W_φ
       abc::MultiHeadAttention<abc::control::Mlp<T>> mha(controls, kv);
       Tensor<T> q(B, S, H, d, heads_first, 1), k(B, S, kv, d, heads_first, 2), v(B, S, kv, dv, heads_first, 3);
       Tensor<T> out(B, S, H, dv, heads_first, 4), out_c(B, S, H, dv, heads_first, 5);
@@ -105,7 +105,7 @@ TEMPLATE_TEST_CASE("the decode pool gives the same outputs as independent states
   using T = TestType;
   const Index H = 2, d = 4, dv = 3, steps = 9;
   using Attn = abc::MultiHeadAttention<abc::control::Mlp<T>>;
-  Attn mha(abc::control::Mlp<T>(d, 3, 11), H, 1);
+  Attn mha(abc::control::Mlp<T>(abc::Slots{3}, d, abc::Seed{11}), H, 1);
   typename Attn::Pool pool;
   mha.add(pool, 10, d, dv);
   mha.add(pool, 20, d, dv);

@@ -57,7 +57,7 @@ const char* name(Layout l) { return l == Layout::bshd ? "bshd" : l == Layout::bh
 template <class T>
 std::vector<abc::control::Mlp<T>> mlps(Index count, Index dx, Index n) {
   std::vector<abc::control::Mlp<T>> c;
-  for (Index m = 0; m < count; ++m) c.emplace_back(dx, n, std::uint64_t(40 + m));
+  for (Index m = 0; m < count; ++m) c.emplace_back(abc::Slots{n}, dx, abc::Seed(std::uint64_t(40 + m)));
   return c;
 }
 
@@ -244,7 +244,7 @@ TEMPLATE_TEST_CASE("grouped-query heads share their key/value head's memory: out
   per_head.forward(q.view(), k.view(), v.view(), e.out());
   REQUIRE(c.data == e.data);
   using Rfa = abc::control::RandomFeature<T>;
-  const Rfa rfa(abc::feature::RandomFourier<T>(abc::feature::Projection<T>(12, d, 3).draw()));
+  const Rfa rfa(abc::feature::RandomFourier<T>(abc::feature::Projection<T>(12, d, abc::Seed{3}).draw()));
   const abc::MultiHeadAttention<Rfa> rs(rfa, H, kv), rp(std::vector<Rfa>(std::size_t(H), rfa), kv);
   rs.forward_causal(q.view(), k.view(), v.view(), c.out());
   rp.forward_causal(q.view(), k.view(), v.view(), e.out());
@@ -288,15 +288,15 @@ TEMPLATE_TEST_CASE("a cross memory is built once and read many times: read equal
     REQUIRE(attn.read(loaded, q) == attn.forward(q, k, v));
   };
   same(abc::BoundedAttention<abc::control::SlidingWindow<T>>{abc::control::SlidingWindow<T>{16}});
-  same(abc::BoundedAttention<abc::control::Mlp<T>>{abc::control::Mlp<T>(d, 12, 5)});
+  same(abc::BoundedAttention<abc::control::Mlp<T>>{abc::control::Mlp<T>(abc::Slots{12}, d, abc::Seed{5})});
   same(abc::BoundedAttention<abc::control::Mlp<T>>{
-      abc::control::Mlp<T>(d, 12, 5, abc::control::Activation::exp, abc::control::Normalization::per_token)});
-  same(abc::BoundedAttention<abc::control::Linformer<T>>{abc::control::Linformer<T>(8, 512, 6)});
+      abc::control::Mlp<T>(abc::Slots{12}, d, abc::Seed{5}, abc::control::Activation::exp, abc::control::Normalization::per_token)});
+  same(abc::BoundedAttention<abc::control::Linformer<T>>{abc::control::Linformer<T>(abc::Slots{8}, 512, abc::Seed{6})});
   same(abc::BoundedAttention<abc::control::RandomFeature<T>>{
-      abc::control::RandomFeature<T>(abc::feature::RandomFourier<T>(abc::feature::Projection<T>(16, d, 7).draw()))});
-  same(abc::BoundedAttention<abc::control::Cluster<T>>{abc::control::Cluster<T>(6, d, 8)});
+      abc::control::RandomFeature<T>(abc::feature::RandomFourier<T>(abc::feature::Projection<T>(16, d, abc::Seed{7}).draw()))});
+  same(abc::BoundedAttention<abc::control::Cluster<T>>{abc::control::Cluster<T>(abc::Slots{6}, d, abc::Seed{8})});
   // With a control input.
-  const abc::BoundedAttention<abc::control::Mlp<T>> mlp{abc::control::Mlp<T>(5, 12, 9)};
+  const abc::BoundedAttention<abc::control::Mlp<T>> mlp{abc::control::Mlp<T>(abc::Slots{12}, 5, abc::Seed{9})};
   REQUIRE(mlp.read(mlp.memory(k, v, x), q) == mlp.forward(q, k, v, x));
   // A decode state can be read without being advanced: what the next step's read would see of it.
   abc::State<T> s = mlp.make_state(d, dv);
@@ -374,7 +374,7 @@ TEMPLATE_TEST_CASE("GSA slot gates through the multi-head forms: the shared inpu
   const Index H = 4, kv = 2, d = 6, dv = 5, dx = 9, n = 7;
   const std::vector<Index> lengths = {70, 1, 12};
   std::vector<Gsa> controls;
-  for (Index m = 0; m < kv; ++m) controls.push_back(Gsa::random(dx, n, std::uint64_t(60 + m)));
+  for (Index m = 0; m < kv; ++m) controls.emplace_back(abc::Slots{n}, dx, abc::Seed(std::uint64_t(60 + m)));
   const abc::MultiHeadAttention<Gsa> mha(controls, H, kv);
   for (bool shared_x : {true, false}) {
     INFO("x " << (shared_x ? "shared" : "per memory"));

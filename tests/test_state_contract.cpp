@@ -61,7 +61,7 @@ TEMPLATE_TEST_CASE("a state made by one control is refused by another of the sam
   using T = TestType;
   const Index d = 4, dv = 3, n = 6;
   const abc::BoundedAttention window{abc::control::SlidingWindow<T>{n}};
-  const abc::BoundedAttention hashed{abc::control::RandomSlot<T>{n, 5}};
+  const abc::BoundedAttention hashed{abc::control::RandomSlot<T>{abc::Slots{n}, abc::Seed{5}}};
   const auto q = ref::random<T>(5, d, 1), k = ref::random<T>(5, d, 2), v = ref::random<T>(5, dv, 3);
   auto s = window.make_state(d, dv);
   window.forward_causal(s, q, k, v);
@@ -90,7 +90,7 @@ TEMPLATE_TEST_CASE("whatever save_state writes, load_state reads back", "[state_
   // Keys of ±1e30: the TRAMS score overflows the scalar type to +inf, a legitimate score (such a
   // key ranks first). The blob must load.
   const abc::Matrix<T> w = ref::random<T>(d, 8, 11);
-  const abc::BoundedAttention attn{abc::control::TopKEviction<T>(2, 3, KeyScore<T>(w))};
+  const abc::BoundedAttention attn{abc::control::TopKEviction<T>(abc::Slots{5}, 2, KeyScore<T>(w))};
   abc::Matrix<T> k = ref::random<T>(9, d, 12);
   k.row(1).setConstant(T(1e30));
   k.row(4).setConstant(T(-1e30));
@@ -109,7 +109,7 @@ TEMPLATE_TEST_CASE("TopKEviction keeps integer positions: exact past 2^24 tokens
                    float, double) {
   using T = TestType;
   const Index d = 3, dv = 2, N = 40;
-  const abc::BoundedAttention attn{abc::control::TopKEviction<T>(3, 4, KeyScore<T>::norm())};
+  const abc::BoundedAttention attn{abc::control::TopKEviction<T>(abc::Slots{7}, 3, KeyScore<T>::norm())};
   const auto q = ref::random<T>(N, d, 21), k = ref::random<T>(N, d, 22), v = ref::random<T>(N, dv, 23);
   const abc::Matrix<T> fresh = attn.forward_causal(q, k, v);
   // The same tokens after 2^40 + 1 others were consumed by an empty state (positions beyond any
@@ -224,15 +224,15 @@ using ArcRfa = RandomFeature<double, abc::feature::ArcCosine<double>>;
 using Clusters = Cluster<float>;
 
 template <> abc::BoundedAttention<Window> GoldenCase<Window>::attention() { return abc::BoundedAttention{Window{6}}; }
-template <> abc::BoundedAttention<MlpD> GoldenCase<MlpD>::attention() { return abc::BoundedAttention{MlpD(d, 7, 11)}; }
+template <> abc::BoundedAttention<MlpD> GoldenCase<MlpD>::attention() { return abc::BoundedAttention{MlpD(abc::Slots{7}, d, abc::Seed{11})}; }
 template <> abc::BoundedAttention<TopK> GoldenCase<TopK>::attention() {
-  return abc::BoundedAttention{TopK(3, 4, KeyScore<float>(tokens<float>(d, 8, 12)))};
+  return abc::BoundedAttention{TopK(abc::Slots{7}, 3, KeyScore<float>(tokens<float>(d, 8, 12)))};
 }
 template <> abc::BoundedAttention<Longformer> GoldenCase<Longformer>::attention() {
   return abc::BoundedAttention{Longformer(GlobalTokens<float>(std::vector<Index>{0, 5}), SlidingWindow<float>{4})};
 }
 template <> abc::BoundedAttention<GatedMlp> GoldenCase<GatedMlp>::attention() {
-  return abc::BoundedAttention{GatedMlp(Mlp<float>(d, 6, 13), tokens<float>(d, 1, 14), 0.25f)};
+  return abc::BoundedAttention{GatedMlp(Mlp<float>(abc::Slots{6}, d, abc::Seed{13}), tokens<float>(d, 1, 14), 0.25f)};
 }
 // The blob holds the state of raw inputs, written before unit inputs became the maps' default.
 template <> abc::BoundedAttention<ArcRfa> GoldenCase<ArcRfa>::attention() {

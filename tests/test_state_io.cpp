@@ -49,18 +49,18 @@ TEMPLATE_TEST_CASE("a state round-trips bit-exactly for every control", "[state_
   const Index d = 6, dv = 5, N = 40;
   round_trip(abc::BoundedAttention{Identity<T>{N}}, d, dv, N);
   round_trip(abc::BoundedAttention{SlidingWindow<T>{7}}, d, dv, N);
-  round_trip(abc::BoundedAttention{Mlp<T>(d, 8, 3)}, d, dv, N);
-  round_trip(abc::BoundedAttention{Mlp<T>(d, 8, 3, Activation::relu, Normalization::per_token)}, d, dv, N);
-  round_trip(abc::BoundedAttention{SlotGates<T>(d, 8, 3)}, d, dv, N);
-  round_trip(abc::BoundedAttention{Linformer<T>(6, N, 2)}, d, dv, N);
-  round_trip(abc::BoundedAttention{RandomSlot<T>(5, 9)}, d, dv, N);
-  round_trip(abc::BoundedAttention{Compressive<T>(4, 10)}, d, dv, N);
+  round_trip(abc::BoundedAttention{Mlp<T>(abc::Slots{8}, d, abc::Seed{3})}, d, dv, N);
+  round_trip(abc::BoundedAttention{Mlp<T>(abc::Slots{8}, d, abc::Seed{3}, Activation::relu, Normalization::per_token)}, d, dv, N);
+  round_trip(abc::BoundedAttention{SlotGates<T>(abc::Slots{8}, d, abc::Seed{3})}, d, dv, N);
+  round_trip(abc::BoundedAttention{Linformer<T>(abc::Slots{6}, N, abc::Seed{2})}, d, dv, N);
+  round_trip(abc::BoundedAttention{RandomSlot<T>(abc::Slots{5}, abc::Seed{9})}, d, dv, N);
+  round_trip(abc::BoundedAttention{Compressive<T>(abc::Slots{10}, 4)}, d, dv, N);
   round_trip(abc::BoundedAttention{GlobalTokens<T>(std::vector<Index>{0, 3, 17, 30})}, d, dv, N);
-  round_trip(abc::BoundedAttention{Dilated<T>(4, 2)}, d, dv, N);
+  round_trip(abc::BoundedAttention{Dilated<T>(abc::Slots{4}, 2)}, d, dv, N);
   round_trip(abc::BoundedAttention{Cluster<T>(ref::random<T>(4, d, 7))}, d, dv, N);
   round_trip(abc::BoundedAttention{Gated<SlidingWindow<T>>(SlidingWindow<T>(6), abc::Vector<T>::Constant(d, T(0.2)), T(0.5))}, d, dv, N);
   round_trip(abc::BoundedAttention{Concat<GlobalTokens<T>, SlidingWindow<T>>(GlobalTokens<T>(std::vector<Index>{1, 2}), SlidingWindow<T>(5))}, d, dv, N);
-  round_trip(abc::BoundedAttention{RandomFeature<T>{abc::feature::RandomFourier<T>(abc::feature::Projection<T>(8, d, 4).draw())}}, d, dv, N);
+  round_trip(abc::BoundedAttention{RandomFeature<T>{abc::feature::RandomFourier<T>(abc::feature::Projection<T>(8, d, abc::Seed{4}).draw())}}, d, dv, N);
 }
 
 TEMPLATE_TEST_CASE("bad blobs are refused by name and leave the destination untouched", "[state_io][errors]", float, double) {
@@ -96,7 +96,7 @@ TEMPLATE_TEST_CASE("bad blobs are refused by name and leave the destination unto
     refused(other_version, version == 3 ? "version is 3, expected 2" : "version is 1, expected 2");
   }
   // A valid blob of another control.
-  abc::BoundedAttention other{abc::control::Dilated<T>{5, 1}};
+  abc::BoundedAttention other{abc::control::Dilated<T>{abc::Slots{5}, 1}};
   auto ostate = other.make_state(d, dv);
   refused(abc::save_state(other, ostate), "control kind is abc::control::Dilated");
   // Same control, other shapes.

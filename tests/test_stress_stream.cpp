@@ -97,25 +97,25 @@ TEST_CASE("stream: every control and TRAMS decode N tokens in flat memory", "[st
   const abc::Matrix<float> proj = ref::random<float>(n / 2, d, 952);  // RFA's W, D = n / 2
   std::vector<Report> r;
   r.push_back(bounded("sliding window", ctl::SlidingWindow<float>{n}, N, d));
-  r.push_back(bounded("dilated", ctl::Dilated<float>{n / 4, 4}, N, d));
-  r.push_back(bounded("ABC-MLP exp", ctl::Mlp<float>(d, n, 953), N, d));
-  r.push_back(bounded("ABC-MLP sigmoid", ctl::Mlp<float>(d, n, 954, ctl::Activation::sigmoid), N, d));
-  r.push_back(bounded("ABC-MLP relu per-token", ctl::Mlp<float>(d, n, 955, ctl::Activation::relu, ctl::Normalization::per_token), N, d));
-  r.push_back(bounded("GSA slot gates", ctl::SlotGates<float>(d, n, 962), N, d));
-  r.push_back(bounded("Linformer (N_max = N)", ctl::Linformer<float>(4, N, 956), N, d));
-  r.push_back(bounded("random slot", ctl::RandomSlot<float>(n, 957), N, d));
-  r.push_back(bounded("compressive", ctl::Compressive<float>((N + n - 1) / n, n), N, d));
+  r.push_back(bounded("dilated", ctl::Dilated<float>{abc::Slots{n / 4}, 4}, N, d));
+  r.push_back(bounded("ABC-MLP exp", ctl::Mlp<float>(abc::Slots{n}, d, abc::Seed{953}), N, d));
+  r.push_back(bounded("ABC-MLP sigmoid", ctl::Mlp<float>(abc::Slots{n}, d, abc::Seed{954}, ctl::Activation::sigmoid), N, d));
+  r.push_back(bounded("ABC-MLP relu per-token", ctl::Mlp<float>(abc::Slots{n}, d, abc::Seed{955}, ctl::Activation::relu, ctl::Normalization::per_token), N, d));
+  r.push_back(bounded("GSA slot gates", ctl::SlotGates<float>(abc::Slots{n}, d, abc::Seed{962}), N, d));
+  r.push_back(bounded("Linformer (N_max = N)", ctl::Linformer<float>(abc::Slots{4}, N, abc::Seed{956}), N, d));
+  r.push_back(bounded("random slot", ctl::RandomSlot<float>(abc::Slots{n}, abc::Seed{957}), N, d));
+  r.push_back(bounded("compressive", ctl::Compressive<float>(abc::Slots{n}, (N + n - 1) / n), N, d));
   r.push_back(bounded("global tokens", ctl::GlobalTokens<float>(globals), N, d));
   r.push_back(bounded("cluster", ctl::Cluster<float>(ref::random<float>(n, d, 958)), N, d));
   r.push_back(bounded("gated window", ctl::Gated<ctl::SlidingWindow<float>>(ctl::SlidingWindow<float>{n}, w_g, 1.0f), N, d));
-  r.push_back(bounded("gated ABC-MLP", ctl::Gated<ctl::Mlp<float>>(ctl::Mlp<float>(d, n, 959), w_g, 1.0f), N, d));
+  r.push_back(bounded("gated ABC-MLP", ctl::Gated<ctl::Mlp<float>>(ctl::Mlp<float>(abc::Slots{n}, d, abc::Seed{959}), w_g, 1.0f), N, d));
   r.push_back(bounded("global + window", ctl::Concat<ctl::GlobalTokens<float>, ctl::SlidingWindow<float>>(
                                              ctl::GlobalTokens<float>(std::vector<Index>{0, 1, 2, 3}), ctl::SlidingWindow<float>{n}),
                       N, d));
   r.push_back(bounded("RFA sin/cos", ctl::RandomFeature<float>(abc::feature::RandomFourier<float>(proj), 1e-3f), N, d));
   r.push_back(bounded("RFA arc-cos", ctl::RandomFeature<float, abc::feature::ArcCosine<float>>(abc::feature::ArcCosine<float>(proj)), N, d));
   r.push_back(bounded("RFA gated", ctl::RandomFeature<float>(abc::feature::RandomFourier<float>(proj), w_g, 1.0f, 1e-3f), N, d));
-  r.push_back(bounded("top-k eviction", ctl::TopKEviction<float>(n / 2, n / 2, abc::select::KeyScore<float>(ref::random<float>(d, 32, 960))), N, d));
+  r.push_back(bounded("top-k eviction", ctl::TopKEviction<float>(abc::Slots{n}, n / 2, abc::select::KeyScore<float>(ref::random<float>(d, 32, 960))), N, d));
   {
     const abc::select::TramsAttention<float> trams({64, 24, 8}, abc::select::KeyScore<float>(ref::random<float>(d, 32, 961)));
     r.push_back(stream(

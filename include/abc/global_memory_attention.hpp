@@ -93,6 +93,7 @@ class GlobalMemoryAttention {
 
   /// Scores one head and layer computes: Σ_i |B_i| + L·M (+ M·(L + M) with the memory rows);
   /// L·C + 2LM + M² for chunked(C) with C | L.
+  // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): private: L tokens, M memory rows, as in the paper
   static std::uint64_t score_count(const LocalPattern& pattern, Index L, Index M, bool memory_rows = true) {
     const std::uint64_t l = std::uint64_t(L), m = std::uint64_t(M);
     return pattern.main_scores(L) + l * m + (memory_rows ? m * (l + m) : 0);
@@ -148,6 +149,7 @@ class GlobalMemoryAttention {
 
   Scalar scale(Index d) const noexcept { return detail::read_scale<Scalar>(scale_, d); }
 
+  // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): q, k, v in the attention order of every public form
   void run_main(const MatrixRef<Scalar>& q, const MatrixRef<Scalar>& k_x, const MatrixRef<Scalar>& v_x,
                 const MatrixRef<Scalar>& k_m, const MatrixRef<Scalar>& v_m, MatrixOut<Scalar> out) const {
     const Index L = q.rows(), M = k_m.rows();
@@ -181,6 +183,7 @@ class GlobalMemoryAttention {
     }
   }
 
+  // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): q, k, v in the attention order of every public form
   void run_memory(const MatrixRef<Scalar>& q_m, const MatrixRef<Scalar>& k_x, const MatrixRef<Scalar>& v_x,
                   const MatrixRef<Scalar>& k_m, const MatrixRef<Scalar>& v_m, MatrixOut<Scalar> out) const {
     const Index L = k_x.rows(), M = k_m.rows();

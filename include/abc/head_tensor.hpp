@@ -139,11 +139,13 @@ class HeadTensor {
       overflow(who);
   }
 
+  // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): private: the factories name each stride
   HeadTensor(T* data, Index heads, Index dim, Index seq_stride, Index head_stride, std::vector<Index> starts,
              std::vector<Index> lengths)
       : data_(data), heads_(heads), dim_(dim), seq_stride_(seq_stride), head_stride_(head_stride),
         starts_(std::move(starts)), lengths_(std::move(lengths)) {}
 
+  // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): private
   static std::vector<Index> starts(Index batch, Index batch_stride) {
     std::vector<Index> s;
     for (Index b = 0; b < batch; ++b) s.push_back(b * batch_stride);

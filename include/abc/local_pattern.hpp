@@ -81,6 +81,7 @@ class LocalPattern {
   }
 
  private:
+  // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): private: the named factories give a and b their meaning
   LocalPattern(Kind k, Index a, Index b) noexcept : kind_(k), a_(a), b_(b) {}
   Kind kind_;
   Index a_, b_;

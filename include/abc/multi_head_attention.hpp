@@ -443,6 +443,7 @@ class MultiHeadAttention {
   // The checks of the sequence ids of a pooled call: one per sequence, distinct, and in the pool
   // (the pool forms; `seq_states` receives each one's states) or not yet in it (add_memory).
   template <class PoolT, class States>
+  // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): private
   static Failure ids_problem(Form form, PoolT& pool, const std::vector<SeqId>& ids, Index batch, Index memories,
                              States& seq_states) {
     Failure f;

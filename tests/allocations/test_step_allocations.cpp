@@ -86,22 +86,22 @@ TEMPLATE_TEST_CASE("step_into allocates nothing", "[allocations][step]", float, 
   const abc::Index d = 16, dv = 8, N = 20;
   auto q = ref::random<T>(N, d, 1), k = ref::random<T>(N, d, 2), v = ref::random<T>(N, dv, 3);
   REQUIRE(allocations_in_steps(abc::BoundedAttention{SlidingWindow<T>{8}}, q, k, v) == 0);
-  REQUIRE(allocations_in_steps(abc::BoundedAttention{Mlp<T>(d, 40, 1)}, q, k, v) == 0);
+  REQUIRE(allocations_in_steps(abc::BoundedAttention{Mlp<T>(abc::Slots{40}, d, abc::Seed{1})}, q, k, v) == 0);
   REQUIRE(allocations_in_steps(abc::BoundedAttention{SlotGates<T>(ref::random<T>(40, d, 9), ref::random<T>(40, 1, 10), T(8))}, q, k, v) == 0);
-  REQUIRE(allocations_in_steps(abc::BoundedAttention{Linformer<T>(8, N, 1)}, q, k, v) == 0);
+  REQUIRE(allocations_in_steps(abc::BoundedAttention{Linformer<T>(abc::Slots{8}, N, abc::Seed{1})}, q, k, v) == 0);
   REQUIRE(allocations_in_steps(abc::BoundedAttention{Cluster<T>(ref::random<T>(5, d, 4))}, q, k, v) == 0);
-  REQUIRE(allocations_in_steps(abc::BoundedAttention{RandomFeature<T>{abc::feature::RandomFourier<T>(abc::feature::Projection<T>(8, d, 1).draw())}}, q, k, v) == 0);
-  REQUIRE(allocations_in_steps(abc::BoundedAttention{Dilated<T>{4, 2}}, q, k, v) == 0);
-  REQUIRE(allocations_in_steps(abc::BoundedAttention{RandomSlot<T>(8, 5)}, q, k, v) == 0);
-  REQUIRE(allocations_in_steps(abc::BoundedAttention{Compressive<T>(4, 8)}, q, k, v) == 0);
+  REQUIRE(allocations_in_steps(abc::BoundedAttention{RandomFeature<T>{abc::feature::RandomFourier<T>(abc::feature::Projection<T>(8, d, abc::Seed{1}).draw())}}, q, k, v) == 0);
+  REQUIRE(allocations_in_steps(abc::BoundedAttention{Dilated<T>{abc::Slots{4}, 2}}, q, k, v) == 0);
+  REQUIRE(allocations_in_steps(abc::BoundedAttention{RandomSlot<T>(abc::Slots{8}, abc::Seed{5})}, q, k, v) == 0);
+  REQUIRE(allocations_in_steps(abc::BoundedAttention{Compressive<T>(abc::Slots{8}, 4)}, q, k, v) == 0);
   REQUIRE(allocations_in_steps(abc::BoundedAttention{GlobalTokens<T>(std::vector<abc::Index>{0, 3, 9})}, q, k, v) == 0);
   const abc::Vector<T> w_g = ref::random<T>(d, 1, 6);
-  REQUIRE(allocations_in_steps(abc::BoundedAttention{Gated<Mlp<T>>(Mlp<T>(d, 8, 7), w_g, T(1))}, q, k, v) == 0);
+  REQUIRE(allocations_in_steps(abc::BoundedAttention{Gated<Mlp<T>>(Mlp<T>(abc::Slots{8}, d, abc::Seed{7}), w_g, T(1))}, q, k, v) == 0);
   REQUIRE(allocations_in_steps(
               abc::BoundedAttention{Concat<GlobalTokens<T>, SlidingWindow<T>>(GlobalTokens<T>(std::vector<abc::Index>{0}), SlidingWindow<T>{4})},
               q, k, v) == 0);
   const abc::select::KeyScore<T> score(ref::random<T>(d, 12, 8));
-  REQUIRE(allocations_in_steps(abc::BoundedAttention{TopKEviction<T>(4, 4, score)}, q, k, v) == 0);
+  REQUIRE(allocations_in_steps(abc::BoundedAttention{TopKEviction<T>(abc::Slots{8}, 4, score)}, q, k, v) == 0);
 }
 
 // TRAMS reads a gathered copy of its kept tokens: once the pool is full, a step reuses the

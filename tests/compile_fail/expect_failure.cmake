@@ -1,5 +1,6 @@
 # Compiles SOURCE with -D${DEFINE}. EXPECT empty: the compile must succeed. Otherwise it must fail,
-# and the compiler output must carry abc's static_assert naming the member ${EXPECT}.
+# and the compiler output must carry, with CALLEE given, the compiler's "no matching ..." naming
+# ${CALLEE}; without it, abc's static_assert naming the member ${EXPECT}.
 set(include_flags)
 foreach(dir IN LISTS INCLUDES)
   list(APPEND include_flags -I${dir})
@@ -9,15 +10,20 @@ execute_process(
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(EXPECT STREQUAL "")
   if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "a complete control failed to compile:\n${err}")
+    message(FATAL_ERROR "${SOURCE} with -D${DEFINE} failed to compile:\n${err}")
   endif()
   return()
 endif()
 if(rc EQUAL 0)
-  message(FATAL_ERROR "a control missing ${EXPECT} compiled")
+  message(FATAL_ERROR "${EXPECT}: compiled, expected a compile error")
 endif()
-string(REGEX MATCH "abc::BoundedAttention<Control>: Control must provide[^\n]*${EXPECT}" hit "${err}")
+if(DEFINED CALLEE)
+  set(PATTERN "no matching [^\n]*${CALLEE}")
+else()
+  set(PATTERN "abc::BoundedAttention<Control>: Control must provide[^\n]*${EXPECT}")
+endif()
+string(REGEX MATCH "${PATTERN}" hit "${err}")
 if(NOT hit)
-  message(FATAL_ERROR "no static_assert naming ${EXPECT} in:\n${err}")
+  message(FATAL_ERROR "${EXPECT}: no error matching '${PATTERN}' in:\n${err}")
 endif()
 message(STATUS "rejected as expected: ${hit}")

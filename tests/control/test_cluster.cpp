@@ -118,8 +118,8 @@ TEMPLATE_TEST_CASE("Cluster without centroids runs k-means on the control input 
   for (Index n_tok : kSizes) {
     auto q = ref::random<T>(n_tok + 3, d, 121), k = ref::random<T>(n_tok, d, 122), v = ref::random<T>(n_tok, dv, 123);
     auto x = ref::random<T>(n_tok, dx, 124);
-    abc::BoundedAttention attn{abc::control::Cluster<T>(n, dx, 9, 100)};
-    const auto fit = abc::control::Cluster<T>::kmeans(x, n, 9, 100);
+    abc::BoundedAttention attn{abc::control::Cluster<T>(abc::Slots{n}, dx, abc::Seed{9}, 100)};
+    const auto fit = abc::control::Cluster<T>::kmeans(x, abc::Slots{n}, abc::Seed{9}, 100);
     REQUIRE(fit.status == abc::Status::ok);
     std::vector<size_t> assign(fit.assignments.begin(), fit.assignments.end());
     // The memory is the mean of each fitted cluster: the running mean's final state.
@@ -145,7 +145,7 @@ TEMPLATE_TEST_CASE("k-means is deterministic, exact on separated clusters, and r
   using C = abc::control::Cluster<T>;
   std::vector<Index> truth;
   const abc::Matrix<T> x = blobs<T>(30, 5, 6, 131, truth);
-  const auto a = C::kmeans(x, 5, 1, 50), b = C::kmeans(x, 5, 1, 50);
+  const auto a = C::kmeans(x, abc::Slots{5}, abc::Seed{1}, 50), b = C::kmeans(x, abc::Slots{5}, abc::Seed{1}, 50);
   REQUIRE(a.centroids == b.centroids);
   REQUIRE(a.assignments == b.assignments);
   REQUIRE(a.status == abc::Status::ok);
@@ -164,16 +164,16 @@ TEMPLATE_TEST_CASE("k-means is deterministic, exact on separated clusters, and r
 
   // Overlapping uniform data needs several Lloyd updates: a cap of 1 reports it, without throwing.
   const abc::Matrix<T> u = ref::random<T>(300, 2, 132);
-  const auto capped = C::kmeans(u, 8, 3, 1);
+  const auto capped = C::kmeans(u, abc::Slots{8}, abc::Seed{3}, 1);
   REQUIRE(capped.status == abc::Status::no_convergence);
   REQUIRE(capped.iterations == 1);
-  const auto full = C::kmeans(u, 8, 3, 500);
+  const auto full = C::kmeans(u, abc::Slots{8}, abc::Seed{3}, 500);
   REQUIRE(full.status == abc::Status::ok);
   REQUIRE(full.iterations > 1);
   // Another seed starts elsewhere.
-  REQUIRE(C::kmeans(u, 8, 4, 1).centroids != capped.centroids);
+  REQUIRE(C::kmeans(u, abc::Slots{8}, abc::Seed{4}, 1).centroids != capped.centroids);
   // More clusters than points: duplicates stay empty, nothing breaks.
-  const auto tiny = C::kmeans(u.topRows(3), 5, 1, 10);
+  const auto tiny = C::kmeans(u.topRows(3), abc::Slots{5}, abc::Seed{1}, 10);
   REQUIRE(tiny.status == abc::Status::ok);
   REQUIRE(tiny.centroids.allFinite());
 }
@@ -193,6 +193,6 @@ TEMPLATE_TEST_CASE("Cluster errors: centroid width against the control input, ba
   REQUIRE_THROWS_WITH(attn.forward(q, k, v, x_bad), ABC_CONTAINS("x is [10 x 4], expected [10 x 3]"));
   REQUIRE_NOTHROW(attn.forward(q, k, v, ref::random<T>(10, 3, 6)));
   REQUIRE_THROWS_WITH(abc::control::Cluster<T>(abc::Matrix<T>(0, 3)), ABC_CONTAINS("centroids.rows() (slots) is 0"));
-  REQUIRE_THROWS_WITH(abc::control::Cluster<T>(4, 3, 1, 0), ABC_CONTAINS("max_iter is 0, expected at least 1"));
-  REQUIRE_THROWS_WITH(abc::control::Cluster<T>::kmeans(q, 0, 1, 5), ABC_CONTAINS("kmeans: n is 0"));
+  REQUIRE_THROWS_WITH(abc::control::Cluster<T>(abc::Slots{4}, 3, abc::Seed{1}, 0), ABC_CONTAINS("max_iter is 0, expected at least 1"));
+  REQUIRE_THROWS_WITH(abc::control::Cluster<T>::kmeans(q, abc::Slots{0}, abc::Seed{1}, 5), ABC_CONTAINS("kmeans: n is 0"));
 }

@@ -160,10 +160,10 @@ TEMPLATE_TEST_CASE("Concat goes dense for a dense part or a globally decaying pa
     const double scale = 1 / std::sqrt(double(d));
     INFO("N = " << n_tok);
     const ref::ScheduleFn random = [&](size_t t) {
-      return ref::one_hot(size_t(nr), long(abc::control::RandomSlot<T>(nr, 8).slot(Index(t))), 1.0);
+      return ref::one_hot(size_t(nr), long(abc::control::RandomSlot<T>(abc::Slots{nr}, abc::Seed{8}).slot(Index(t))), 1.0);
     };
     {
-      Concat<GW, RandomSlot<T>> control(GW(SlidingWindow<T>(nw), gates), RandomSlot<T>(nr, 8));
+      Concat<GW, RandomSlot<T>> control(GW(SlidingWindow<T>(nw), gates), RandomSlot<T>(abc::Slots{nr}, abc::Seed{8}));
       const auto sched = concat(
           [&](size_t t) {
             ref::Step s = ref::one_hot(size_t(nw), long(t % size_t(nw)), 1.0, 0.0);
@@ -177,9 +177,9 @@ TEMPLATE_TEST_CASE("Concat goes dense for a dense part or a globally decaying pa
       ref::require_causal_forms(control, q, k, v, ref::recurrence_causal(sched, size_t(nw + nr), rq, rk, rv, scale));
     }
     {
-      Linformer<T> lin(nl, n_tok, 4);
+      Linformer<T> lin(abc::Slots{nl}, n_tok, abc::Seed{4});
       const auto wl = ref::from(lin.weights());
-      Concat<Linformer<T>, RandomSlot<T>> control(lin, RandomSlot<T>(nr, 8));
+      Concat<Linformer<T>, RandomSlot<T>> control(lin, RandomSlot<T>(abc::Slots{nr}, abc::Seed{8}));
       REQUIRE(control.max_tokens() == n_tok);
       const auto sched = concat(
           [&](size_t t) {
@@ -220,16 +220,16 @@ TEMPLATE_TEST_CASE("Concat passes input widths, non-causal forms and causal requ
   using abc::control::Concat;
   using abc::control::Mlp;
   using abc::control::SlidingWindow;
-  REQUIRE_THROWS_AS((Concat<Mlp<T>, Mlp<T>>(Mlp<T>(4, 2, 1), Mlp<T>(5, 2, 1))), abc::config_error);
-  REQUIRE_THROWS_WITH((Concat<Mlp<T>, Mlp<T>>(Mlp<T>(4, 2, 1), Mlp<T>(5, 2, 1))), ABC_CONTAINS("b.input_dim() is 5, expected 4"));
-  Concat<Mlp<T>, SlidingWindow<T>> ok(Mlp<T>(4, 2, 1), SlidingWindow<T>(3));
+  REQUIRE_THROWS_AS((Concat<Mlp<T>, Mlp<T>>(Mlp<T>(abc::Slots{2}, 4, abc::Seed{1}), Mlp<T>(abc::Slots{2}, 5, abc::Seed{1}))), abc::config_error);
+  REQUIRE_THROWS_WITH((Concat<Mlp<T>, Mlp<T>>(Mlp<T>(abc::Slots{2}, 4, abc::Seed{1}), Mlp<T>(abc::Slots{2}, 5, abc::Seed{1}))), ABC_CONTAINS("b.input_dim() is 5, expected 4"));
+  Concat<Mlp<T>, SlidingWindow<T>> ok(Mlp<T>(abc::Slots{2}, 4, abc::Seed{1}), SlidingWindow<T>(3));
   REQUIRE(ok.input_dim() == 4);
   // A k-means part: fitted on the whole input non-causally, refused causally.
-  Concat<Cluster<T>, SlidingWindow<T>> cw(Cluster<T>(3, 4, 1, 50), SlidingWindow<T>(2));
+  Concat<Cluster<T>, SlidingWindow<T>> cw(Cluster<T>(abc::Slots{3}, 4, abc::Seed{1}, 50), SlidingWindow<T>(2));
   abc::BoundedAttention attn{cw};
   auto q = ref::random<T>(20, 4, 1), k = ref::random<T>(20, 4, 2), v = ref::random<T>(20, 3, 3);
   const abc::Matrix<T> out = attn.forward(q, k, v);
-  abc::BoundedAttention fitted{Concat<Cluster<T>, SlidingWindow<T>>(Cluster<T>(Cluster<T>::kmeans(k, 3, 1, 50).centroids),
+  abc::BoundedAttention fitted{Concat<Cluster<T>, SlidingWindow<T>>(Cluster<T>(Cluster<T>::kmeans(k, abc::Slots{3}, abc::Seed{1}, 50).centroids),
                                                                   SlidingWindow<T>(2))};
   ref::require_same(out, fitted.forward(q, k, v));
   REQUIRE_THROWS_WITH(attn.forward_causal(q, k, v), ABC_CONTAINS("centroids.rows() is 0, expected at least 3"));

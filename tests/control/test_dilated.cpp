@@ -26,7 +26,7 @@ TEMPLATE_TEST_CASE("Dilated matches the float64 reference in every form", "[cont
         const size_t slots = size_t(n * r);
         auto q = ref::random<T>(n_tok, d, 81), k = ref::random<T>(n_tok, d, 82), v = ref::random<T>(n_tok, dv, 83);
         auto qx = ref::random<T>(n_tok + 2, d, 84);
-        abc::control::Dilated<T> control(n, r);
+        abc::control::Dilated<T> control(abc::Slots{n}, r);
         const ref::ScheduleFn sched = [&](size_t t) {
           return ref::one_hot(slots, long((t % size_t(r)) * size_t(n) + (t / size_t(r)) % size_t(n)), 1.0, 0.0);
         };
@@ -50,7 +50,7 @@ TEMPLATE_TEST_CASE("Dilated queues hold k_t, k_{t-r}, …, k_{t-(n-1)r}; query t
   using T = TestType;
   const Index d = 4, dv = 3, n = 3, r = 2, n_tok = 20;
   auto q = ref::random<T>(n_tok, d, 91), k = ref::random<T>(n_tok, d, 92), v = ref::random<T>(n_tok, dv, 93);
-  abc::BoundedAttention attn{abc::control::Dilated<T>(n, r)};
+  abc::BoundedAttention attn{abc::control::Dilated<T>(abc::Slots{n}, r)};
   auto state = attn.make_state(d, dv);
   const auto rq = ref::from(q), rk = ref::from(k), rv = ref::from(v);
   for (Index t = 0; t < n_tok; ++t) {
@@ -75,9 +75,9 @@ TEMPLATE_TEST_CASE("Dilated queues hold k_t, k_{t-r}, …, k_{t-(n-1)r}; query t
 TEMPLATE_TEST_CASE("Dilated with r = 1 is the sliding window", "[control][dilated][identity]", float, double) {
   using T = TestType;
   auto q = ref::random<T>(70, 6, 95), k = ref::random<T>(70, 6, 96), v = ref::random<T>(70, 4, 97);
-  abc::BoundedAttention dil{abc::control::Dilated<T>(8, 1)};
+  abc::BoundedAttention dil{abc::control::Dilated<T>(abc::Slots{8}, 1)};
   ref::require_close(dil.forward_causal(q, k, v), ref::window_attention(ref::from(q), ref::from(k), ref::from(v), 1 / std::sqrt(6.0), 8));
   REQUIRE(dil.num_slots() == 8);
-  REQUIRE_THROWS_WITH(abc::control::Dilated<T>(4, 0), ABC_CONTAINS("abc::control::Dilated: r is 0, expected at least 1"));
-  REQUIRE_THROWS_WITH(abc::control::Dilated<T>(0, 2), ABC_CONTAINS("n is 0, expected at least 1"));
+  REQUIRE_THROWS_WITH(abc::control::Dilated<T>(abc::Slots{4}, 0), ABC_CONTAINS("abc::control::Dilated: r is 0, expected at least 1"));
+  REQUIRE_THROWS_WITH(abc::control::Dilated<T>(abc::Slots{0}, 2), ABC_CONTAINS("n is 0, expected at least 1"));
 }

@@ -62,7 +62,7 @@ TEMPLATE_TEST_CASE("Gated sparse (window) and dense (Linformer) match the float6
       ref::require_causal_forms(control, q, k, v, ref::recurrence_causal(sched, size_t(n), rq, rk, rv, scale), &x);
     }
     {
-      abc::control::Linformer<T> lin(n, n_tok, 3);
+      abc::control::Linformer<T> lin(abc::Slots{n}, n_tok, abc::Seed{3});
       const auto w = ref::from(lin.weights());
       abc::control::Gated<abc::control::Linformer<T>> control(lin, wg, bg);
       REQUIRE(control.max_tokens() == n_tok);
@@ -87,7 +87,7 @@ TEMPLATE_TEST_CASE("Gated forwards the inner read range (Dilated) with given gat
   abc::Vector<T> gates = (ref::random<T>(n_tok, 1, 214).array() * T(0.5) + T(0.5)).matrix();
   std::vector<double> g;
   for (Index t = 0; t < n_tok; ++t) g.push_back(double(gates(t)));
-  abc::control::Gated<abc::control::Dilated<T>> control(abc::control::Dilated<T>(n, r), gates);
+  abc::control::Gated<abc::control::Dilated<T>> control(abc::control::Dilated<T>(abc::Slots{n}, r), gates);
   REQUIRE(control.max_tokens() == n_tok);
   REQUIRE(control.input_dim() == 0);
   const auto sched = gated([&](size_t t) { return ref::one_hot(size_t(n * r), long((t % 2) * 3 + (t / 2) % 3), 1.0, 0.0); }, g);
@@ -106,7 +106,7 @@ TEMPLATE_TEST_CASE("Gated with g ≡ 0 keeps only the current token's write (ora
   auto q = ref::random<T>(n_tok, d, 221), k = ref::random<T>(n_tok, d, 222), v = ref::random<T>(n_tok, dv, 223);
   const abc::Vector<T> zeros = abc::Vector<T>::Zero(n_tok);
   // One slot that would otherwise sum every token: with the gate shut it holds v_t only.
-  abc::BoundedAttention one{abc::control::Gated{abc::control::RandomSlot<T>(1, 5), zeros}};
+  abc::BoundedAttention one{abc::control::Gated{abc::control::RandomSlot<T>(abc::Slots{1}, abc::Seed{5}), zeros}};
   ref::require_close(one.forward_causal(q, k, v), ref::from(v));
   // A window of 4: after token t only slot t mod 4 is non-zero, and it holds k_t, v_t.
   abc::BoundedAttention win{abc::control::Gated{abc::control::SlidingWindow<T>(4), zeros}};
@@ -127,7 +127,7 @@ TEMPLATE_TEST_CASE("Gated unrolled weights (1 − g_i) Π_{j>i} g_j equal the re
   auto q = ref::random<T>(n_tok, d, 231), k = ref::random<T>(n_tok, d, 232), v = ref::random<T>(n_tok, dv, 233);
   abc::Vector<T> gates = (ref::random<T>(n_tok, 1, 234).array() * T(0.45) + T(0.5)).matrix();  // in (0.05, 0.95)
   // One slot: the softmax over it is 1, so output t is Ṽ_t = Σ_{i≤t} (1 − g_i) Π_{i<j≤t} g_j v_i.
-  abc::BoundedAttention attn{abc::control::Gated{abc::control::RandomSlot<T>(1, 1), gates}};
+  abc::BoundedAttention attn{abc::control::Gated{abc::control::RandomSlot<T>(abc::Slots{1}, abc::Seed{1}), gates}};
   ref::Mat want;
   for (Index t = 0; t < n_tok; ++t) {
     std::vector<double> o(size_t(dv), 0.0);
@@ -146,14 +146,14 @@ TEMPLATE_TEST_CASE("Gated errors: input widths, gate values, capacity", "[contro
   using abc::control::Gated;
   using abc::control::Mlp;
   const abc::Vector<T> w3 = abc::Vector<T>::Ones(3);
-  REQUIRE_THROWS_AS(Gated<Mlp<T>>(Mlp<T>(4, 2, 1), w3, T(0)), abc::config_error);
-  REQUIRE_THROWS_WITH(Gated<Mlp<T>>(Mlp<T>(4, 2, 1), w3, T(0)), ABC_CONTAINS("w_g.size() is 3, expected 4"));
-  REQUIRE_NOTHROW(Gated<Mlp<T>>(Mlp<T>(3, 2, 1), w3, T(0)));
+  REQUIRE_THROWS_AS(Gated<Mlp<T>>(Mlp<T>(abc::Slots{2}, 4, abc::Seed{1}), w3, T(0)), abc::config_error);
+  REQUIRE_THROWS_WITH(Gated<Mlp<T>>(Mlp<T>(abc::Slots{2}, 4, abc::Seed{1}), w3, T(0)), ABC_CONTAINS("w_g.size() is 3, expected 4"));
+  REQUIRE_NOTHROW(Gated<Mlp<T>>(Mlp<T>(abc::Slots{2}, 3, abc::Seed{1}), w3, T(0)));
   abc::Vector<T> bad(3);
   bad << T(0.5), T(1.5), T(0);
-  REQUIRE_THROWS_WITH(Gated<Mlp<T>>(Mlp<T>(3, 2, 1), bad), ABC_CONTAINS("gates(1) is 1.5"));
-  REQUIRE_THROWS_WITH(Gated<Mlp<T>>(Mlp<T>(3, 2, 1), abc::Vector<T>()), ABC_CONTAINS("gates.size() is 0"));
-  abc::BoundedAttention attn{Gated<Mlp<T>>(Mlp<T>(3, 2, 1), abc::Vector<T>::Constant(5, T(0.5)))};
+  REQUIRE_THROWS_WITH(Gated<Mlp<T>>(Mlp<T>(abc::Slots{2}, 3, abc::Seed{1}), bad), ABC_CONTAINS("gates(1) is 1.5"));
+  REQUIRE_THROWS_WITH(Gated<Mlp<T>>(Mlp<T>(abc::Slots{2}, 3, abc::Seed{1}), abc::Vector<T>()), ABC_CONTAINS("gates.size() is 0"));
+  abc::BoundedAttention attn{Gated<Mlp<T>>(Mlp<T>(abc::Slots{2}, 3, abc::Seed{1}), abc::Vector<T>::Constant(5, T(0.5)))};
   REQUIRE(attn.control().input_dim() == 3);  // the inner Mlp still reads x
   auto q = ref::random<T>(6, 3, 1);
   REQUIRE_THROWS_WITH(attn.forward_causal(q, q, q), ABC_CONTAINS("is 6, expected at most 5"));

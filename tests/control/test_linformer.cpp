@@ -31,7 +31,7 @@ TEMPLATE_TEST_CASE("Linformer matches the float64 reference in every form", "[co
     const std::uint64_t seed = std::uint64_t(n_tok);
     auto q = ref::random<T>(n_tok, d, seed + 1), k = ref::random<T>(n_tok, d, seed + 2);
     auto v = ref::random<T>(n_tok, dv, seed + 3), qx = ref::random<T>(n_tok + 4, d, seed + 4);
-    abc::control::Linformer<T> control(n, n_tok + 3, 11);  // N_max above N: the unused columns do not matter
+    abc::control::Linformer<T> control(abc::Slots{n}, n_tok + 3, abc::Seed{11});  // N_max above N: unused columns do not matter
     const auto sched = linformer_schedule(ref::from(control.weights()));
     const double scale = 1 / std::sqrt(double(d));
     const auto rq = ref::from(q), rk = ref::from(k), rv = ref::from(v);
@@ -60,20 +60,21 @@ TEMPLATE_TEST_CASE("Linformer memory is W_LF K and W_LF V (oracle 1)", "[control
 }
 
 TEST_CASE("Linformer's seeded weights are reproducible and N(0, 1/N_max)", "[control][linformer]") {
-  abc::control::Linformer<double> a(8, 512, 3), b(8, 512, 3), c(8, 512, 4);
+  abc::control::Linformer<double> a(abc::Slots{8}, 512, abc::Seed{3}), b(abc::Slots{8}, 512, abc::Seed{3}),
+      c(abc::Slots{8}, 512, abc::Seed{4});
   REQUIRE(a.weights() == b.weights());
   REQUIRE(a.weights() != c.weights());
   REQUIRE(a.num_slots() == 8);
   REQUIRE(a.max_tokens() == 512);
   const double var = a.weights().squaredNorm() / double(a.weights().size());
   REQUIRE(var == Approx(1.0 / 512).epsilon(0.1));  // 4096 draws: ±2.2 % standard error
-  abc::control::Linformer f(4, 16, 1);             // CTAD: float
+  abc::control::Linformer f(abc::Slots{4}, 16, abc::Seed{1});  // CTAD: float
   static_assert(std::is_same<decltype(f)::scalar_type, float>::value, "float by default");
 }
 
 TEMPLATE_TEST_CASE("Linformer refuses more than N_max tokens", "[control][linformer][errors]", float, double) {
   using T = TestType;
-  abc::BoundedAttention attn{abc::control::Linformer<T>(3, 10, 1)};
+  abc::BoundedAttention attn{abc::control::Linformer<T>(abc::Slots{3}, 10, abc::Seed{1})};
   auto q = ref::random<T>(11, 4, 1), k = ref::random<T>(11, 4, 2), v = ref::random<T>(11, 2, 3);
   REQUIRE_THROWS_AS(attn.forward(q, k, v), abc::config_error);
   REQUIRE_THROWS_WITH(attn.forward(q, k, v), ABC_CONTAINS("is 11, expected at most 10 (the control's capacity, max_tokens())"));
@@ -94,5 +95,5 @@ TEMPLATE_TEST_CASE("Linformer refuses more than N_max tokens", "[control][linfor
                       ABC_CONTAINS("abc::BoundedAttention::step: the token count (state position + new tokens) is 11, "
                                    "expected at most 10"));
   REQUIRE_THROWS_WITH(abc::control::Linformer<T>(abc::Matrix<T>(0, 5)), ABC_CONTAINS("W_LF.rows() (slots) is 0"));
-  REQUIRE_THROWS_WITH(abc::control::Linformer<T>(3, 0, 1), ABC_CONTAINS("n_max is 0, expected at least 1"));
+  REQUIRE_THROWS_WITH(abc::control::Linformer<T>(abc::Slots{3}, 0, abc::Seed{1}), ABC_CONTAINS("n_max is 0, expected at least 1"));
 }

@@ -108,7 +108,7 @@ TEMPLATE_TEST_CASE("Mlp matches the float64 reference: non-causal, causal and cr
       auto q = ref::random<T>(n_tok, d, seed + 1), k = ref::random<T>(n_tok, d, seed + 2);
       auto v = ref::random<T>(n_tok, dv, seed + 3), x = ref::random<T>(n_tok, dx, seed + 4, 2.0);
       auto qx = ref::random<T>(n_tok / 3 + 2, d, seed + 5);  // cross: queries of another length
-      abc::control::Mlp<T> control(dx, n, seed);
+      abc::control::Mlp<T> control(abc::Slots{n}, dx, abc::Seed{seed});
       abc::BoundedAttention attn{control};
       const MlpRef r{ref::from(control.weights()), ref::from(x), Activation::exp, Normalization::prefix};
       const double scale = 1 / std::sqrt(double(d));
@@ -149,7 +149,7 @@ TEMPLATE_TEST_CASE("Mlp: step loop = chunked forward_causal = split at every pos
       for (Index chunk : {Index(1), Index(16), Index(64)}) {
         abc::Options opts;
         opts.chunk = chunk;
-        abc::BoundedAttention attn{abc::control::Mlp<T>(dx, n, 17, act, norm), opts};
+        abc::BoundedAttention attn{abc::control::Mlp<T>(abc::Slots{n}, dx, abc::Seed{17}, act, norm), opts};
         INFO("activation " << int(act) << ", normalization " << int(norm) << ", chunk " << chunk);
         const abc::Matrix<T> whole = attn.forward_causal(q, k, v, x);
         ref::require_same(step_loop(attn, q, k, v, x), whole);
@@ -170,7 +170,7 @@ TEMPLATE_TEST_CASE("Mlp with one slot does not depend on the query (oracle 12)",
   const Index d = 6, dv = 4, n_tok = 40;
   auto k = ref::random<T>(n_tok, d, 401), v = ref::random<T>(n_tok, dv, 402);
   auto q1 = ref::random<T>(n_tok, d, 403), q2 = ref::random<T>(n_tok, d, 404, 10.0);
-  abc::control::Mlp<T> control(d, 1, 5);
+  abc::control::Mlp<T> control(abc::Slots{1}, d, abc::Seed{5});
   abc::BoundedAttention attn{control};
   const abc::Matrix<T> a = attn.forward(q1, k, v), b = attn.forward(q2, k, v);
   REQUIRE(a == b);
@@ -187,7 +187,7 @@ TEMPLATE_TEST_CASE("each Mlp slot is its pseudo-query's attention over the prefi
   const Index d = 5, dv = 3, dx = 4, n = 6, n_tok = 50;
   auto q = ref::random<T>(n_tok, d, 501), k = ref::random<T>(n_tok, d, 502), v = ref::random<T>(n_tok, dv, 503);
   auto x = ref::random<T>(n_tok, dx, 504, 2.0);
-  abc::control::Mlp<T> control(dx, n, 9);
+  abc::control::Mlp<T> control(abc::Slots{n}, dx, abc::Seed{9});
   abc::BoundedAttention attn{control};
   const auto w = ref::from(control.weights()), rx = ref::from(x), rk = ref::from(k), rv = ref::from(v);
   auto state = attn.make_state(d, dv);
@@ -292,9 +292,9 @@ TEMPLATE_TEST_CASE("Mlp configuration errors", "[control][mlp][errors]", float, 
   abc::Matrix<T> w = abc::Matrix<T>::Ones(2, 2);
   w(1, 1) = std::numeric_limits<T>::quiet_NaN();
   REQUIRE_THROWS_WITH(abc::control::Mlp<T>(w), ABC_CONTAINS("W_phi holds a non-finite value at row 1, column 1"));
-  REQUIRE_THROWS_AS(abc::control::Mlp<T>(0, 4, 1), abc::config_error);
-  REQUIRE_THROWS_WITH(abc::control::Mlp<T>(0, 4, 1),
-                      ABC_CONTAINS("abc::control::Mlp::random: d_x is 0, expected at least 1 (at least one input column)"));
+  REQUIRE_THROWS_AS(abc::control::Mlp<T>(abc::Slots{4}, 0, abc::Seed{1}), abc::config_error);
+  REQUIRE_THROWS_WITH(abc::control::Mlp<T>(abc::Slots{4}, 0, abc::Seed{1}),
+                      ABC_CONTAINS("abc::control::Mlp: d_x is 0, expected at least 1 (at least one input column)"));
 }
 
 TEMPLATE_TEST_CASE("Mlp: finite inputs whose logits overflow never put NaN into the state (fuzz regression)",

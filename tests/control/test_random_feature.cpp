@@ -93,7 +93,7 @@ TEMPLATE_TEST_CASE("RandomFeature matches the float64 reference: non-causal, cau
         const std::uint64_t seed = std::uint64_t(n_tok) * 7 + (arccos ? 1 : 0);
         auto q = ref::random<T>(n_tok, d, seed + 1), k = ref::random<T>(n_tok, d, seed + 2);
         auto v = ref::random<T>(n_tok, dv, seed + 3), qx = ref::random<T>(n_tok / 2 + 3, d, seed + 4);
-        const abc::Matrix<T> w = abc::feature::Projection<T>(D, d, seed, T(0.8)).draw(3);
+        const abc::Matrix<T> w = abc::feature::Projection<T>(D, d, abc::Seed(seed), T(0.8)).draw(3);
         const auto rw = ref::from(w), rq = ref::from(q), rk = ref::from(k), rv = ref::from(v);
         // Gates in (0, 1) per position, and the learned-gate form below.
         std::vector<T> gates(static_cast<size_t>(n_tok));
@@ -123,7 +123,7 @@ TEMPLATE_TEST_CASE("RandomFeature: step loop = chunked = split at every position
   const Index d = 5, dv = 4, D = 16, n_tok = 70;
   auto q = ref::random<T>(n_tok, d, 11), k = ref::random<T>(n_tok, d, 12), v = ref::random<T>(n_tok, dv, 13);
   auto x = ref::random<T>(n_tok, 3, 14);
-  const abc::Matrix<T> w = abc::feature::Projection<T>(D, d, 5).draw();
+  const abc::Matrix<T> w = abc::feature::Projection<T>(D, d, abc::Seed{5}).draw();
   abc::Vector<T> wg = ref::random<T>(3, 1, 15, 2.0);
   using RF = abc::control::RandomFeature<T>;
   for (InputNorm norm : {InputNorm::unit, InputNorm::raw})
@@ -163,7 +163,7 @@ TEMPLATE_TEST_CASE("RandomFeature gate limits: g ≡ 0 returns v_t", "[control][
   using T = TestType;
   const Index d = 4, dv = 3, n_tok = 30;
   auto q = ref::random<T>(n_tok, d, 21), k = ref::random<T>(n_tok, d, 22), v = ref::random<T>(n_tok, dv, 23);
-  const abc::Matrix<T> w = abc::feature::Projection<T>(32, d, 9, T(0.5)).draw();
+  const abc::Matrix<T> w = abc::feature::Projection<T>(32, d, abc::Seed{9}, T(0.5)).draw();
   abc::BoundedAttention attn{abc::control::RandomFeature<T>{abc::feature::RandomFourier<T>(w), std::vector<T>(n_tok, T(0))}};
   // S_t = φ(k_t) ⊗ v_t and z_t = φ(k_t): the ratio is v_t whenever φ(q_t)·φ(k_t) ≠ 0.
   ref::require_close(attn.forward_causal(q, k, v), ref::from(v));
@@ -201,7 +201,7 @@ TEMPLATE_TEST_CASE("RandomFeature: the denominator rule at zero and negative den
 
 TEMPLATE_TEST_CASE("RandomFeature configuration and shape errors", "[control][random_feature][errors]", float, double) {
   using T = TestType;
-  const abc::Matrix<T> w = abc::feature::Projection<T>(8, 4, 1).draw();
+  const abc::Matrix<T> w = abc::feature::Projection<T>(8, 4, abc::Seed{1}).draw();
   REQUIRE_THROWS_AS(abc::control::RandomFeature<T>(abc::feature::RandomFourier<T>(w), T(-1)), abc::config_error);
   REQUIRE_THROWS_WITH(abc::control::RandomFeature<T>(abc::feature::RandomFourier<T>(w), T(-1)), ABC_CONTAINS("floor is -1"));
   REQUIRE_THROWS_WITH(abc::control::RandomFeature<T>(abc::feature::RandomFourier<T>(w), std::vector<T>{T(0.5), T(1.5)}),
@@ -238,7 +238,7 @@ TEST_CASE("RFA tends to softmax attention with inverse temperature s² as D grow
   for (Index D : {Index(16), Index(64), Index(256), Index(1024)}) {
     double total = 0;
     for (Index r = 0; r < draws; ++r) {
-      const abc::Matrix<double> w = abc::feature::Projection<double>(D, d, 77, s).draw(std::uint64_t(r));
+      const abc::Matrix<double> w = abc::feature::Projection<double>(D, d, abc::Seed{77}, s).draw(std::uint64_t(r));
       abc::BoundedAttention attn{abc::control::RandomFeature<double>{abc::feature::RandomFourier<double>(w)}};
       total += (attn.forward(q, k, v) - exact).cwiseAbs().mean();
     }
@@ -358,7 +358,7 @@ TEST_CASE("RFA with the default unit-norm inputs tends to softmax(s² q̂·k̂) 
       abc::BoundedAttention{abc::control::Identity<double>{n_keys}, inv_temp}.forward(qn, kn, v);
   int apart = 0;  // outputs whose two limits differ by more than both bounds at the largest D
   for (Index D : sizes) {
-    const abc::Matrix<double> w = abc::feature::Projection<double>(D, d, 2021, s).draw();
+    const abc::Matrix<double> w = abc::feature::Projection<double>(D, d, abc::Seed{2021}, s).draw();
     const abc::Matrix<double> unit =
         abc::BoundedAttention{abc::control::RandomFeature<double>{abc::feature::RandomFourier<double>(w)}}.forward(q, k, v);
     const abc::Matrix<double> raw = abc::BoundedAttention{abc::control::RandomFeature<double>{
@@ -402,7 +402,7 @@ TEMPLATE_TEST_CASE("RFA with unit inputs: zero, subnormal and huge rows give fin
     }
   const abc::Matrix<T> v = ref::random<T>(n_tok, dv, 71);
   // σ = 0.5 keeps the sin/cos kernel of unit inputs ≥ e^{−1/2}: the denominators stay well away from 0.
-  const abc::Matrix<T> w = abc::feature::Projection<T>(D, d, 72, T(0.5)).draw();
+  const abc::Matrix<T> w = abc::feature::Projection<T>(D, d, abc::Seed{72}, T(0.5)).draw();
   const auto rw = ref::from(w), rq = ref::from(q), rk = ref::from(k), rv = ref::from(v);
   for (bool arccos : {false, true}) {
     INFO("arccos " << arccos);

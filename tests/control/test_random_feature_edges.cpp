@@ -151,7 +151,7 @@ TEST_CASE("RFA gate near 1: the write keeps 1 - g from sigma(-s), as control::Ga
   // written; σ(−s) = 2.06e-9 is the write's true weight.
   using T = float;
   const Index d = 8, D = 4;
-  const abc::Matrix<T> w = abc::feature::Projection<T>(D, d, 11).draw();
+  const abc::Matrix<T> w = abc::feature::Projection<T>(D, d, abc::Seed{11}).draw();
   using RF = abc::control::RandomFeature<T>;
   const abc::BoundedAttention attn{RF{abc::feature::RandomFourier<T>(w), abc::Vector<T>(abc::Vector<T>::Zero(d)), T(20)}};
   abc::Matrix<T> k = abc::Matrix<T>::Constant(1, d, T(0.25)), v = abc::Matrix<T>::Constant(1, d, T(-0.5));

@@ -30,7 +30,7 @@ TEMPLATE_TEST_CASE("RandomSlot matches the float64 reference in every form", "[c
       const std::uint64_t seed = 77 + std::uint64_t(n_tok);
       auto q = ref::random<T>(n_tok, d, seed + 1), k = ref::random<T>(n_tok, d, seed + 2);
       auto v = ref::random<T>(n_tok, dv, seed + 3);
-      abc::control::RandomSlot<T> control(n, seed);
+      abc::control::RandomSlot<T> control(abc::Slots{n}, abc::Seed{seed});
       const ref::ScheduleFn sched = [&](size_t t) { return ref::one_hot(size_t(n), slot_of(seed, t, size_t(n)), 1.0); };
       const double scale = 1 / std::sqrt(double(d));
       const auto rq = ref::from(q), rk = ref::from(k), rv = ref::from(v);
@@ -42,7 +42,8 @@ TEMPLATE_TEST_CASE("RandomSlot matches the float64 reference in every form", "[c
 }
 
 TEST_CASE("RandomSlot is reproducible from its seed and differs across seeds", "[control][random_slot]") {
-  abc::control::RandomSlot<double> a(16, 5), b(16, 5), c(16, 6);
+  abc::control::RandomSlot<double> a(abc::Slots{16}, abc::Seed{5}), b(abc::Slots{16}, abc::Seed{5}),
+      c(abc::Slots{16}, abc::Seed{6});
   std::vector<Index> sa, sb, sc;
   std::set<Index> used;
   for (Index t = 0; t < 200; ++t) {
@@ -73,12 +74,12 @@ TEMPLATE_TEST_CASE("RandomSlot conserves mass: the memory rows sum to the keys (
                    float, double) {
   using T = TestType;
   auto k = ref::random<T>(90, 6, 31), v = ref::random<T>(90, 2, 32);
-  abc::BoundedAttention attn{abc::control::RandomSlot<T>{7, 9}};
+  abc::BoundedAttention attn{abc::control::RandomSlot<T>{abc::Slots{7}, abc::Seed{9}}};
   auto state = attn.make_state(6, 2);
   attn.forward_causal(state, k, k, v);
   ref::Mat total(1, std::vector<double>(6, 0.0));
   for (Index i = 0; i < 90; ++i)
     for (Index c = 0; c < 6; ++c) total[0][size_t(c)] += double(k(i, c));
   ref::require_close(abc::Matrix<T>(state.keys().colwise().sum()), total);
-  REQUIRE_THROWS_WITH(abc::control::RandomSlot<T>(0, 1), ABC_CONTAINS("abc::control::RandomSlot: n is 0, expected at least 1"));
+  REQUIRE_THROWS_WITH(abc::control::RandomSlot<T>(abc::Slots{0}, abc::Seed{1}), ABC_CONTAINS("abc::control::RandomSlot: n is 0, expected at least 1"));
 }

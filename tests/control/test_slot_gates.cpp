@@ -134,7 +134,7 @@ TEMPLATE_TEST_CASE("SlotGates: split anywhere (N = 37 cut at 1, 13, 36) equals o
   const Index d = 7, dv = 6, dx = 3, n = 9, n_tok = 37;
   auto q = ref::random<T>(n_tok, d, 301), k = ref::random<T>(n_tok, d, 302), v = ref::random<T>(n_tok, dv, 303);
   auto x = ref::random<T>(n_tok, dx, 304, 3.0);
-  const SlotGates<T> control(dx, n, 17);
+  const SlotGates<T> control(abc::Slots{n}, dx, abc::Seed{17});
   const GsaRef r = reference(control, x);
   const ref::Mat want = ref::recurrence_causal(r.schedule(), size_t(n), ref::from(q), ref::from(k), ref::from(v),
                                                1 / std::sqrt(double(d)));
@@ -396,17 +396,17 @@ TEMPLATE_TEST_CASE("a GSA layer in the fla convention equals its plain-loop defi
 
 TEMPLATE_TEST_CASE("SlotGates: seeded weights, accessors, state blobs", "[control][slot_gates]", float, double) {
   using T = TestType;
-  const SlotGates<T> a(5, 3, 7), b = SlotGates<T>::random(5, 3, 7);
+  const SlotGates<T> a(abc::Slots{3}, 5, abc::Seed{7}), b(abc::Slots{3}, 5, abc::Seed{7});
   REQUIRE(a.weights() == b.weights());
   REQUIRE(a.weights().rows() == 3);
   REQUIRE(a.num_slots() == 3);
   REQUIRE(a.input_dim() == 5);
   REQUIRE(a.bias() == abc::Vector<T>::Zero(3));
   REQUIRE(a.tau() == T(8));
-  REQUIRE(SlotGates<T>(5, 3, 8).weights() != a.weights());
-  REQUIRE(SlotGates<T>::random(5, 3, 7, T(2)).tau() == T(2));
+  REQUIRE(SlotGates<T>(abc::Slots{3}, 5, abc::Seed{8}).weights() != a.weights());
+  REQUIRE(SlotGates<T>(abc::Slots{3}, 5, abc::Seed{7}, T(2)).tau() == T(2));
   // Entries N(0, 1/d_x): the sample variance of a large draw is 1/d_x to a few percent.
-  const auto big = SlotGates<double>(64, 64, 3).weights();
+  const auto big = SlotGates<double>(abc::Slots{64}, 64, abc::Seed{3}).weights();
   REQUIRE(std::abs(big.squaredNorm() / double(big.size()) * 64 - 1) < 0.05);
   REQUIRE(SlotGates<T>::tag() == "abc::control::SlotGates");
   // Deduction from the weights.
@@ -416,7 +416,7 @@ TEMPLATE_TEST_CASE("SlotGates: seeded weights, accessors, state blobs", "[contro
   REQUIRE(deduced.tau() == T(2));
   // A state saves and loads bit for bit and continues like the original.
   const Index d = 6, dv = 4;
-  abc::BoundedAttention attn{SlotGates<T>(d, 5, 11)};
+  abc::BoundedAttention attn{SlotGates<T>(abc::Slots{5}, d, abc::Seed{11})};
   auto q = ref::random<T>(20, d, 31), k = ref::random<T>(20, d, 32), v = ref::random<T>(20, dv, 33);
   auto s1 = attn.make_state(d, dv);
   attn.forward_causal(s1, q.topRows(9), k.topRows(9), v.topRows(9));
@@ -453,15 +453,15 @@ TEMPLATE_TEST_CASE("SlotGates configuration errors name the argument, the expect
     REQUIRE_THROWS_WITH(SlotGates<T>(ok, V::Zero(2), tau), ABC_CONTAINS(", expected a finite value > 0"));
   }
   REQUIRE_THROWS_WITH(SlotGates<T>(ok, T(0)), ABC_CONTAINS("tau is 0.000000, expected a finite value > 0"));
-  REQUIRE_THROWS_WITH(SlotGates<T>::random(0, 4, 1),
-                      ABC_CONTAINS("abc::control::SlotGates::random: d_x is 0, expected at least 1"));
-  REQUIRE_THROWS_WITH(SlotGates<T>(4, 0, 1), ABC_CONTAINS("abc::control::SlotGates::random: n is 0, expected at least 1"));
+  REQUIRE_THROWS_WITH(SlotGates<T>(abc::Slots{4}, 0, abc::Seed{1}),
+                      ABC_CONTAINS("abc::control::SlotGates: d_x is 0, expected at least 1"));
+  REQUIRE_THROWS_WITH(SlotGates<T>(abc::Slots{0}, 4, abc::Seed{1}), ABC_CONTAINS("abc::control::SlotGates: n is 0, expected at least 1"));
   const Index huge = std::numeric_limits<Index>::max() / 2;
-  REQUIRE_THROWS_WITH(SlotGates<T>::random(huge, huge, 1), ABC_CONTAINS("n × d_x (the weights' entries) overflows"));
-  REQUIRE_THROWS_WITH(SlotGates<T>::random(4, 2, 1, T(-2)), ABC_CONTAINS("tau is -2.000000"));
+  REQUIRE_THROWS_WITH(SlotGates<T>(abc::Slots{huge}, huge, abc::Seed{1}), ABC_CONTAINS("n × d_x (the weights' entries) overflows"));
+  REQUIRE_THROWS_WITH(SlotGates<T>(abc::Slots{2}, 4, abc::Seed{1}, T(-2)), ABC_CONTAINS("tau is -2.000000"));
   REQUIRE_NOTHROW(SlotGates<T>(ok, V::Zero(2), T(1e-3)));
   // At call time the keys stand in for the control input, so their width must be d_x.
-  abc::BoundedAttention attn{SlotGates<T>(5, 4, 1)};
+  abc::BoundedAttention attn{SlotGates<T>(abc::Slots{4}, 5, abc::Seed{1})};
   const M q = ref::random<T>(3, 8, 1);
   REQUIRE_THROWS_AS(attn.forward(q, q, q), abc::shape_error);
   REQUIRE_THROWS_WITH(attn.forward(q, q, q), ABC_CONTAINS("k is [3 x 8], expected [3 x 5]"));

@@ -74,7 +74,7 @@ TEMPLATE_TEST_CASE("TopKEviction equals the brute-force kept set in every form",
         const auto rq = ref::from(q), rk = ref::from(k), rv = ref::from(v);
         const double scale = 1 / std::sqrt(double(d));
         INFO("kind " << int(kind) << ", R " << c.R << ", K " << c.K << ", N " << n_tok);
-        abc::control::TopKEviction<T> control(c.R, c.K, score);
+        abc::control::TopKEviction<T> control(abc::Slots{c.R + c.K}, c.R, score);
         REQUIRE(control.num_slots() == c.R + c.K);
         ref::require_close(abc::BoundedAttention{control}.forward(q, k, v),
                            read_kept(s, rq, rk, rv, size_t(c.R), size_t(c.K), scale, false));
@@ -87,10 +87,10 @@ TEMPLATE_TEST_CASE("TopKEviction: K = 0 is a sliding window; the state stays fla
   using T = TestType;
   const Index d = 5, n_tok = 80;
   const auto q = ref::random<T>(n_tok, d, 811), k = ref::random<T>(n_tok, d, 812), v = ref::random<T>(n_tok, d, 813);
-  abc::BoundedAttention attn{abc::control::TopKEviction<T>(9, 0, KeyScore<T>::norm())};
+  abc::BoundedAttention attn{abc::control::TopKEviction<T>(abc::Slots{9}, 9, KeyScore<T>::norm())};
   ref::require_close(attn.forward_causal(q, k, v),
                      ref::window_attention(ref::from(q), ref::from(k), ref::from(v), 1 / std::sqrt(double(d)), 9));
-  abc::BoundedAttention cache{abc::control::TopKEviction<T>(4, 12, KeyScore<T>::norm())};
+  abc::BoundedAttention cache{abc::control::TopKEviction<T>(abc::Slots{16}, 4, KeyScore<T>::norm())};
   auto state = cache.make_state(d, d);
   const std::size_t bytes = state.bytes();
   for (Index t = 0; t < n_tok; ++t) cache.step(state, q.row(t).transpose(), k.row(t).transpose(), v.row(t).transpose());
@@ -107,12 +107,14 @@ TEMPLATE_TEST_CASE("TopKEviction: K = 0 is a sliding window; the state stays fla
 TEST_CASE("TopKEviction refuses bad sizes and widths, naming the argument", "[trams][control][top_k_eviction][errors]") {
   using C = abc::control::TopKEviction<float>;
   const auto score = KeyScore<float>::norm();
-  REQUIRE_THROWS_AS(C(-1, 4, score), abc::config_error);
-  REQUIRE_THROWS_WITH(C(-1, 4, score), ABC_CONTAINS("abc::control::TopKEviction: recent is -1, expected at least 0"));
-  REQUIRE_THROWS_WITH(C(2, -3, score), ABC_CONTAINS("topk is -3, expected at least 0"));
-  REQUIRE_THROWS_WITH(C(0, 0, score), ABC_CONTAINS("recent + topk is 0, expected at least 1"));
+  REQUIRE_THROWS_AS(C(abc::Slots{4}, -1, score), abc::config_error);
+  REQUIRE_THROWS_WITH(C(abc::Slots{4}, -1, score), ABC_CONTAINS("abc::control::TopKEviction: recent is -1, expected at least 0"));
+  REQUIRE_THROWS_WITH(C(abc::Slots{2}, 3, score), ABC_CONTAINS("recent is 3, expected at most 2"));
+  REQUIRE_THROWS_WITH(C(abc::Slots{0}, 0, score), ABC_CONTAINS("n is 0, expected at least 1"));
+  REQUIRE(C(abc::Slots{3}, 3, score).topk() == 0);  // every slot for the newest tokens: a sliding window
+  REQUIRE(C(abc::Slots{3}, 0, score).topk() == 3);  // every slot by score
   const abc::Matrix<float> w = abc::Matrix<float>::Ones(4, 8);
-  abc::BoundedAttention attn{C(2, 2, KeyScore<float>(w))};
+  abc::BoundedAttention attn{C(abc::Slots{4}, 2, KeyScore<float>(w))};
   REQUIRE(attn.control().input_dim() == 4);
   const abc::Matrix<float> x = abc::Matrix<float>::Ones(3, 5);
   REQUIRE_THROWS_AS(attn.forward_causal(x, x, x), abc::shape_error);

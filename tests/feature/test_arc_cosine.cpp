@@ -24,7 +24,7 @@ TEST_CASE("the arc-cos map's mean kernel is ‖x‖‖y‖(sin θ + (π − θ) 
   const double nx = x.norm(), ny = y.norm(), theta = std::acos(x.row(0).dot(y.row(0)) / (nx * ny));
   const double angular = (std::sin(theta) + (M_PI - theta) * std::cos(theta)) / (2 * M_PI);
   REQUIRE(std::abs(nx * ny - 1) > 0.2);  // the two forms estimate different values
-  const abc::feature::Projection<double> pool(D, d, 99);
+  const abc::feature::Projection<double> pool(D, d, abc::Seed{99});
   for (auto norm : {abc::feature::InputNorm::raw, abc::feature::InputNorm::unit}) {
     const bool unit = norm == abc::feature::InputNorm::unit;
     // Raw: the kernel of x and y as given; unit: of x/‖x‖ and y/‖y‖, a function of θ alone.
@@ -57,7 +57,7 @@ TEMPLATE_TEST_CASE("the arc-cos map reads x/‖x‖ by default and x with InputN
   using abc::feature::InputNorm;
   using lim = std::numeric_limits<T>;
   const Index D = 16, d = 3;
-  const abc::Matrix<T> w = abc::feature::Projection<T>(D, d, 91).draw();
+  const abc::Matrix<T> w = abc::feature::Projection<T>(D, d, abc::Seed{91}).draw();
   REQUIRE(abc::feature::ArcCosine<T>(w).input_norm() == InputNorm::unit);
   REQUIRE(abc::feature::ArcCosine<T>(w, InputNorm::raw).input_norm() == InputNorm::raw);
   // Rows of every magnitude: ordinary, zero, subnormal, tiny normal, huge, at the largest finite

@@ -21,7 +21,7 @@ TEMPLATE_TEST_CASE("the sin/cos map has unit norm for any input (oracle 16)", "[
   for (auto norm : {abc::feature::InputNorm::unit, abc::feature::InputNorm::raw})
     for (Index D : {Index(1), Index(7), Index(64)})
       for (double mag : {1e-3, 1.0, 1e3}) {
-        const abc::Matrix<T> w = abc::feature::Projection<T>(D, 5, std::uint64_t(D), T(2)).draw();
+        const abc::Matrix<T> w = abc::feature::Projection<T>(D, 5, abc::Seed(std::uint64_t(D)), T(2)).draw();
         const auto x = ref::random<T>(40, 5, 9, mag);
         abc::Matrix<T> f(40, 2 * D);
         abc::feature::RandomFourier<T>(w, norm).map(x, f);
@@ -70,7 +70,7 @@ TEMPLATE_TEST_CASE("the sin/cos map reads x/‖x‖ by default and x with InputN
   using T = TestType;
   using abc::feature::InputNorm;
   const Index D = 16, d = 3;
-  const abc::Matrix<T> w = abc::feature::Projection<T>(D, d, 81, T(1.5)).draw();
+  const abc::Matrix<T> w = abc::feature::Projection<T>(D, d, abc::Seed{81}, T(1.5)).draw();
   REQUIRE(abc::feature::RandomFourier<T>(w).input_norm() == InputNorm::unit);
   REQUIRE(abc::feature::RandomFourier<T>(w, InputNorm::raw).input_norm() == InputNorm::raw);
   abc::Matrix<T> x(12, d);
@@ -115,24 +115,24 @@ TEMPLATE_TEST_CASE("the sin/cos map reads x/‖x‖ by default and x with InputN
 }
 
 TEST_CASE("projection draws: reproducible, distinct across the pool, σ scales the rows", "[feature][projection]") {
-  const abc::feature::Projection<double> pool(16, 4, 123, 0.5);
+  const abc::feature::Projection<double> pool(16, 4, abc::Seed{123}, 0.5);
   REQUIRE(pool.draw(2) == pool.draw(2));
   REQUIRE(pool.draw(2) != pool.draw(3));
-  REQUIRE(abc::feature::Projection<double>(16, 4, 124, 0.5).draw(2) != pool.draw(2));
-  const abc::Matrix<double> unit = abc::feature::Projection<double>(16, 4, 123, 1.0).draw(2);
+  REQUIRE(abc::feature::Projection<double>(16, 4, abc::Seed{124}, 0.5).draw(2) != pool.draw(2));
+  const abc::Matrix<double> unit = abc::feature::Projection<double>(16, 4, abc::Seed{123}, 1.0).draw(2);
   REQUIRE((pool.draw(2) - 0.5 * unit).cwiseAbs().maxCoeff() < 1e-15);
   // Orthogonal draws: each block of d rows is orthogonal.
-  const abc::Matrix<double> o = abc::feature::Projection<double>(8, 4, 5, 1.0, abc::feature::Draw::orthogonal).draw();
+  const abc::Matrix<double> o = abc::feature::Projection<double>(8, 4, abc::Seed{5}, 1.0, abc::feature::Draw::orthogonal).draw();
   for (Index b = 0; b < 8; b += 4) {
     const abc::Matrix<double> g = o.middleRows(b, 4) * o.middleRows(b, 4).transpose();
     for (Index i = 0; i < 4; ++i)
       for (Index j = 0; j < 4; ++j)
         if (i != j) REQUIRE(std::abs(g(i, j)) < 1e-12);
   }
-  REQUIRE_THROWS_AS(abc::feature::Projection<double>(0, 4, 1), abc::config_error);
-  REQUIRE_THROWS_WITH(abc::feature::Projection<double>(0, 4, 1),
+  REQUIRE_THROWS_AS(abc::feature::Projection<double>(0, 4, abc::Seed{1}), abc::config_error);
+  REQUIRE_THROWS_WITH(abc::feature::Projection<double>(0, 4, abc::Seed{1}),
                       ABC_CONTAINS("abc::feature::Projection: D is 0, expected at least 1 (at least one random feature)"));
-  REQUIRE_THROWS_WITH(abc::feature::Projection<double>(4, 3, 1, abc::Vector<double>::Ones(2)),
+  REQUIRE_THROWS_WITH(abc::feature::Projection<double>(4, 3, abc::Seed{1}, abc::Vector<double>::Ones(2)),
                       ABC_CONTAINS("abc::feature::Projection: sigma.size() is 2, expected 3 (one σ per input dimension)"));
 }
 
@@ -144,7 +144,7 @@ TEST_CASE("the kernel estimate: mean exp(−s²‖x−y‖²/2), variance (1/2D)
   const abc::Matrix<double> x = xy.topRows(1), y = xy.bottomRows(1);
   const double dist2 = (x - y).squaredNorm(), z2 = s * s * dist2;
   const double mean_want = std::exp(-z2 / 2), var_want = (1 - std::exp(-z2)) * (1 - std::exp(-z2)) / (2.0 * D);
-  const abc::feature::Projection<double> pool(D, d, 2024, s);
+  const abc::feature::Projection<double> pool(D, d, abc::Seed{2024}, s);
   std::vector<double> est;
   abc::Matrix<double> fx(1, 2 * D), fy(1, 2 * D);
   for (Index r = 0; r < draws; ++r) {

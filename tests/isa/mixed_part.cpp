@@ -21,7 +21,7 @@ MixedResult MIXED_PART_ENTRY() {
     }
   MixedResult r;
   r.isa = abc::simd_arch();
-  const abc::BoundedAttention attn{abc::control::Mlp<float>{d, n, /*seed=*/3}};
+  const abc::BoundedAttention attn{abc::control::Mlp<float>{abc::Slots{n}, d, abc::Seed{3}}};
   const abc::Matrix<float> causal = attn.forward_causal(q, k, v);
   r.values.assign(causal.data(), causal.data() + causal.size());
   auto state = attn.make_state(d, d);

@@ -31,7 +31,7 @@ TEST_CASE("two translation units built for different instruction sets run side b
 
   // A state saved by either copy loads here (this translation unit is a third build): the blob
   // names the control by its tag, not by a type spelled with an instruction-set namespace.
-  const abc::BoundedAttention attn{abc::control::Mlp<float>{16, 8, /*seed=*/3}};
+  const abc::BoundedAttention attn{abc::control::Mlp<float>{abc::Slots{8}, 16, abc::Seed{3}}};
   auto from_base = attn.make_state(16, 16), from_native = attn.make_state(16, 16);
   abc::load_state(attn, base.blob, from_base);
   abc::load_state(attn, native.blob, from_native);

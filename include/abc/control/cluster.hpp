@@ -14,6 +14,8 @@
 #include "../detail/random.hpp"
 #include "../error.hpp"
 #include "../schedule.hpp"
+#include "../seed.hpp"
+#include "../slots.hpp"
 #include "../types.hpp"
 
 ABC_NAMESPACE_BEGIN
@@ -46,7 +48,7 @@ namespace control {
  *
  * Two ways to build it:
  * - `Cluster(centroids)`: given centroids C [n × d_x]; every form works (streaming clustering).
- * - `Cluster(n, d_x, seed, max_iter)`: the non-causal form fits the centroids itself by k-means on
+ * - `Cluster(Slots{n}, d_x, Seed{seed}, max_iter)`: the non-causal form fits the centroids itself by k-means on
  *   the whole control input (k-means++ seeded from `seed`, Lloyd, at most max_iter updates), the
  *   paper's setting. Causal calls and step need centroids fixed in advance and are refused with a
  *   config_error; fit them once with kmeans() and construct from its centroids.
@@ -73,13 +75,13 @@ class Cluster {
 
   /// n clusters fitted non-causally on control inputs of width d_x. \throws config_error if n,
   /// d_x or max_iter is < 1.
-  Cluster(Index n, Index d_x, std::uint64_t seed, Index max_iter = 100)
-      : n_(n), dx_(d_x), seed_(seed), max_iter_(max_iter) {
-    detail::require_at_least(kWho, "n", n, 1, "at least one cluster");
+  Cluster(Slots n, Index d_x, Seed seed, Index max_iter = 100)
+      : n_(n.value), dx_(d_x), seed_(seed.value), max_iter_(max_iter) {
+    detail::require_at_least(kWho, "n", n_, 1, "at least one cluster");
     detail::require_at_least(kWho, "d_x", d_x, 1, "the control input needs at least one column");
     detail::require_at_least(kWho, "max_iter", max_iter, 1, "k-means needs at least one update");
     // The centroids are fitted in non-causal forward: refuse their shape now, not there.
-    detail::require_product(kWho, "n × d_x (the centroids' entries)", n, d_x);
+    detail::require_product(kWho, "n × d_x (the centroids' entries)", n_, d_x);
   }
 
   /// n, the number of clusters (one slot each).
@@ -88,7 +90,7 @@ class Cluster {
   Index input_dim() const noexcept { return dx_; }
   /// Whether centroids are fixed (given, or fitted by noncausal_form); false: fitted per call.
   bool has_centroids() const noexcept { return centroids_.rows() == n_; }
-  /// The centroids C [n × d_x]; empty (0 × 0) for a Cluster(n, d_x, seed, max_iter), which fits
+  /// The centroids C [n × d_x]; empty (0 × 0) for a Cluster(Slots{n}, d_x, seed, max_iter), which fits
   /// them in noncausal_form().
   const Matrix<Scalar>& centroids() const noexcept { return centroids_; }
 
@@ -96,7 +98,7 @@ class Cluster {
   Cluster noncausal_form(MatrixRef<Scalar> x) const {
     if (has_centroids()) return *this;
     Cluster c = *this;
-    c.centroids_ = kmeans(x, n_, seed_, max_iter_).centroids;
+    c.centroids_ = kmeans(x, Slots{n_}, Seed{seed_}, max_iter_).centroids;
     return c;
   }
 
@@ -104,7 +106,7 @@ class Cluster {
   detail::Problem causal_problem() const noexcept {
     if (has_centroids()) return {};
     return detail::at_least(Status::bad_config, "centroids.rows()", centroids_.rows(), n_,
-                            "a Cluster(n, d_x, seed, max_iter) fits its centroids only in "
+                            "a Cluster(Slots{n}, d_x, seed, max_iter) fits its centroids only in "
                             "non-causal forward; build it from centroids, e.g. "
                             "Cluster::kmeans(...).centroids, for causal attention and step");
   }
@@ -128,7 +130,8 @@ class Cluster {
    * throws for non-convergence: see KMeansResult::status.
    * \throws config_error if n or max_iter is < 1.
    */
-  static KMeansResult<Scalar> kmeans(MatrixRef<Scalar> x, Index n, std::uint64_t seed, Index max_iter) {
+  static KMeansResult<Scalar> kmeans(MatrixRef<Scalar> x, Slots slots, Seed seed, Index max_iter) {
+    const Index n = slots.value;
     detail::require_at_least("abc::control::Cluster::kmeans", "n", n, 1, "at least one cluster");
     detail::require_at_least("abc::control::Cluster::kmeans", "max_iter", max_iter, 1,
                              "at least one update");
@@ -138,7 +141,7 @@ class Cluster {
     r.centroids = Matrix<Scalar>::Zero(n, x.cols());
     r.assignments.assign(static_cast<std::size_t>(rows), 0);
     if (rows == 0) return r;  // nothing to fit: every slot stays empty
-    seed_plus_plus(x, seed, r.centroids);
+    seed_plus_plus(x, seed.value, r.centroids);
     assign(x, r.centroids, r.assignments);
     bool changed = true;
     while (changed && r.iterations < max_iter) {

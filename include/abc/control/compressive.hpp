@@ -5,6 +5,7 @@
 #include <string>
 #include "../detail/control_check.hpp"
 #include "../schedule.hpp"
+#include "../slots.hpp"
 #include "../types.hpp"
 
 ABC_NAMESPACE_BEGIN
@@ -32,8 +33,9 @@ class Compressive {
   /// False: a_t ≡ 1, nothing written decays.
   static constexpr bool has_decay = false;
 
-  /// Blocks of `ratio` tokens pooled into `slots` slots. \throws config_error if either is < 1.
-  Compressive(Index ratio, Index slots) : c_(ratio), n_(slots) {
+  /// `slots` slots, each pooling a block of `ratio` tokens. \throws config_error if either is < 1.
+  Compressive(Slots n, Index ratio) : c_(ratio), n_(n.value) {
+    const Index slots = n_;
     detail::require_at_least("abc::control::Compressive", "ratio", ratio, 1,
                              "a block holds at least one token");
     detail::require_at_least("abc::control::Compressive", "slots", slots, 1, "at least one slot");

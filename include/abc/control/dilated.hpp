@@ -7,6 +7,7 @@
 
 #include "../detail/control_check.hpp"
 #include "../schedule.hpp"
+#include "../slots.hpp"
 #include "../types.hpp"
 
 ABC_NAMESPACE_BEGIN
@@ -32,8 +33,10 @@ class Dilated {
   static constexpr int max_writes = 1;
   static constexpr bool has_decay_all = false;  ///< only the overwritten slot decays
 
-  /// n slots per buffer, dilation r. \throws config_error if either is < 1.
-  Dilated(Index n, Index r) : n_(n), r_(r) {
+  /// n slots per buffer (the window each query reads), dilation r: n·r slots in all.
+  /// \throws config_error if either is < 1.
+  Dilated(Slots window, Index r) : n_(window.value), r_(r) {
+    const Index n = n_;
     detail::require_at_least("abc::control::Dilated", "n", n, 1, "a buffer holds at least one token");
     detail::require_at_least("abc::control::Dilated", "r", r, 1, "the dilation is at least 1");
     detail::require_product("abc::control::Dilated", "n × r (the slot count)", n, r);

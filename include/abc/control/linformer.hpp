@@ -10,6 +10,8 @@
 #include "../detail/check.hpp"
 #include "../detail/control_check.hpp"
 #include "../detail/random.hpp"
+#include "../seed.hpp"
+#include "../slots.hpp"
 #include "../types.hpp"
 
 ABC_NAMESPACE_BEGIN
@@ -48,7 +50,8 @@ class Linformer {
 
   /// Seeded random W_LF [n × N_max], entries N(0, 1/N_max): a memory row sums N_max unit-scale keys
   /// with weights whose squares sum to about 1, so it stays unit-scale.
-  Linformer(Index n, Index n_max, std::uint64_t seed) : Linformer(random_weights(n, n_max, seed)) {}
+  /// \throws config_error if n or n_max is < 1, or n · n_max overflows Index.
+  Linformer(Slots n, Index n_max, Seed seed) : Linformer(random_weights(n.value, n_max, seed.value)) {}
 
   /// n, the rows of W_LF.
   Index num_slots() const noexcept { return w_.rows(); }
@@ -60,6 +63,7 @@ class Linformer {
   /// Tokens t0 .. t0 + rows − 1 (rows = x.rows()): decay 1, and write row t is column t0 + t of
   /// W_LF; `decay` and `write` are [rows × n]. Needs t0 + rows ≤ N_max, which BoundedAttention
   /// checks through max_tokens() first.
+  // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): the control contract's schedule signature
   void schedule(Index t0, MatrixRef<Scalar> x, MatrixOut<Scalar> /*slot_state*/, MatrixOut<Scalar> decay,
                 MatrixOut<Scalar> write) const {
     decay.setOnes();

@@ -13,6 +13,8 @@
 #include "../detail/random.hpp"
 #include "../detail/project.hpp"
 #include "../kernel/online_normalise.hpp"
+#include "../seed.hpp"
+#include "../slots.hpp"
 #include "../types.hpp"
 
 ABC_NAMESPACE_BEGIN
@@ -66,16 +68,10 @@ class Mlp {
   }
 
   /// Seeded random W_φ [n × d_x], entries N(0, 1/d_x): logits of unit scale for unit-scale inputs.
-  Mlp(Index d_x, Index n, std::uint64_t seed, Activation activation = Activation::exp,
-      Normalization normalization = Normalization::prefix)
-      : Mlp(random_weights(d_x, n, seed), activation, normalization) {}
-
-  /// The same as Mlp(d_x, n, seed, activation, normalization): seeded random W_φ [n × d_x].
   /// \throws config_error if d_x or n is < 1, or n · d_x overflows Index.
-  static Mlp random(Index d_x, Index n, std::uint64_t seed, Activation activation = Activation::exp,
-                    Normalization normalization = Normalization::prefix) {
-    return Mlp(d_x, n, seed, activation, normalization);
-  }
+  Mlp(Slots n, Index d_x, Seed seed, Activation activation = Activation::exp,
+      Normalization normalization = Normalization::prefix)
+      : Mlp(random_weights(n.value, d_x, seed.value), activation, normalization) {}
 
   /// n, the rows of W_φ.
   Index num_slots() const noexcept { return w_.rows(); }
@@ -157,8 +153,8 @@ class Mlp {
     }
   }
 
-  static Matrix<Scalar> random_weights(Index d_x, Index n, std::uint64_t seed) {
-    return detail::random_weights<Scalar>("abc::control::Mlp::random", n, "n", "at least one slot", d_x, "d_x",
+  static Matrix<Scalar> random_weights(Index n, Index d_x, std::uint64_t seed) {
+    return detail::random_weights<Scalar>("abc::control::Mlp", n, "n", "at least one slot", d_x, "d_x",
                                           "at least one input column", "n × d_x (the weights' entries)", seed);
   }
 

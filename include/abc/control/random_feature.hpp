@@ -59,6 +59,7 @@ class RandomFeature {
   }
 
   /// Gated RFA with a learned gate g_t = sigmoid(w_g·x_t + b_g), w_g [d_x].
+  // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): gate_bias beside gate_weights; floor optional
   RandomFeature(FeatureMap phi, Vector<Scalar> gate_weights, Scalar gate_bias, Scalar floor = Scalar(0))
       : RandomFeature(std::move(phi), floor) {
     if (auto p = detail::finite_problem("gate_weights", gate_weights)) detail::raise("abc::control::RandomFeature", p);
@@ -98,6 +99,7 @@ class RandomFeature {
   bool gated() const noexcept { return given_gates_ || gate_w_.size() > 0; }
 
   /// Gated: w_t = (1 − g_t) φ(k_t), a_t = g_t; ungated: w_t = φ(k_t), a_t = 1.
+  // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): the control contract's schedule signature
   void key_schedule(Index t0, MatrixRef<Scalar> k, MatrixRef<Scalar> x, MatrixOut<Scalar> decay,
                     MatrixOut<Scalar> write) const {
     phi_.map(k, write);

@@ -8,6 +8,8 @@
 #include "../detail/control_check.hpp"
 #include "../detail/random.hpp"
 #include "../schedule.hpp"
+#include "../seed.hpp"
+#include "../slots.hpp"
 #include "../types.hpp"
 
 ABC_NAMESPACE_BEGIN
@@ -34,8 +36,8 @@ class RandomSlot {
   static constexpr bool has_decay = false;
 
   /// n slots, slots drawn from `seed`. \throws config_error if n < 1.
-  RandomSlot(Index n, std::uint64_t seed) : n_(n), seed_(seed) {
-    detail::require_at_least("abc::control::RandomSlot", "n", n, 1, "at least one slot");
+  RandomSlot(Slots n, Seed seed) : n_(n.value), seed_(seed.value) {
+    detail::require_at_least("abc::control::RandomSlot", "n", n_, 1, "at least one slot");
   }
 
   /// n, the number of slots.

@@ -12,6 +12,8 @@
 #include "../detail/project.hpp"
 #include "../detail/random.hpp"
 #include "../kernel/forget_gate.hpp"
+#include "../seed.hpp"
+#include "../slots.hpp"
 #include "../types.hpp"
 
 ABC_NAMESPACE_BEGIN
@@ -64,14 +66,9 @@ class SlotGates {
 
   /// Seeded random W_f [n × d_x], entries N(0, 1/d_x) (logits of unit scale for unit-scale inputs),
   /// no bias, gate normaliser τ.
-  SlotGates(Index d_x, Index n, std::uint64_t seed, Scalar tau = Scalar(8))
-      : SlotGates(random_weights(d_x, n, seed), tau) {}
-
-  /// The same as SlotGates(d_x, n, seed, tau): seeded random W_f [n × d_x].
   /// \throws config_error if d_x or n is < 1, n · d_x overflows Index, or τ is not finite and > 0.
-  static SlotGates random(Index d_x, Index n, std::uint64_t seed, Scalar tau = Scalar(8)) {
-    return SlotGates(d_x, n, seed, tau);
-  }
+  SlotGates(Slots n, Index d_x, Seed seed, Scalar tau = Scalar(8))
+      : SlotGates(random_weights(n.value, d_x, seed.value), tau) {}
 
   /// n, the rows of W_f.
   Index num_slots() const noexcept { return w_.rows(); }
@@ -132,8 +129,8 @@ class SlotGates {
                          "a finite value > 0 (the gate normaliser, f = sigmoid(s)^(1/tau))");
   }
 
-  static Matrix<Scalar> random_weights(Index d_x, Index n, std::uint64_t seed) {
-    return detail::random_weights<Scalar>("abc::control::SlotGates::random", n, "n", "at least one slot", d_x, "d_x",
+  static Matrix<Scalar> random_weights(Index n, Index d_x, std::uint64_t seed) {
+    return detail::random_weights<Scalar>("abc::control::SlotGates", n, "n", "at least one slot", d_x, "d_x",
                                           "at least one input column", "n × d_x (the weights' entries)", seed);
   }
 

@@ -11,6 +11,7 @@
 #include "../detail/control_check.hpp"
 #include "../schedule.hpp"
 #include "../select/key_score.hpp"
+#include "../slots.hpp"
 #include "../types.hpp"
 
 ABC_NAMESPACE_BEGIN
@@ -47,14 +48,15 @@ class TopKEviction {
   static constexpr int max_writes = 1;
   static constexpr bool has_decay_all = false;  ///< only the overwritten slot is reset
 
-  /// \throws config_error if recent or topk < 0, or recent + topk < 1.
-  TopKEviction(Index recent, Index topk, select::KeyScore<Scalar> score)
-      : recent_(recent), topk_(topk), score_(std::move(score)) {
+  /// n slots: the `recent` newest tokens, and the topk = n − recent best-scored older ones.
+  /// \throws config_error if n < 1, or recent is not in [0, n].
+  TopKEviction(Slots n, Index recent, select::KeyScore<Scalar> score)
+      : recent_(recent), score_(std::move(score)) {
     constexpr const char* who = "abc::control::TopKEviction";
+    detail::require_at_least(who, "n", n.value, 1, "the cache holds at least one token");
     detail::require_at_least(who, "recent", recent, 0, "a token count");
-    detail::require_at_least(who, "topk", topk, 0, "a token count");
-    const Index slots = detail::require_sum(who, "recent + topk (the slot count)", recent, topk);
-    detail::require_at_least(who, "recent + topk", slots, 1, "the cache holds at least one token");
+    detail::require_at_most(who, "recent", recent, n.value, "the newest tokens kept are among the n slots");
+    topk_ = n.value - recent;
   }
 
   /// recent + topk.
@@ -65,7 +67,7 @@ class TopKEviction {
   Index topk() const noexcept { return topk_; }
   /// The score that ranks the older tokens.
   const select::KeyScore<Scalar>& score() const noexcept { return score_; }
-  /// The score's key width (0 for KeyScore::slot_state(): any width).
+  /// The score's key width (0 for KeyScore::norm(): any width).
   Index input_dim() const noexcept { return score_.key_dim(); }
   /// A kept slot holds a token before `position` with a score that is not NaN, an empty one
   /// nothing; no token is held twice.
@@ -110,7 +112,7 @@ class TopKEviction {
   }
 
  private:
-  Index recent_, topk_;
+  Index recent_ = 0, topk_ = 0;
   select::KeyScore<Scalar> score_;
 };
 

@@ -45,6 +45,7 @@ Problem kind_problem(const State<T>& state, const char* arg) noexcept {
 // q_t, k_t, v_t and x_t come as one-row matrices and are reported by their size. For `memory`
 // there are no queries (q is k); `state` is the state a causal call or a step continues.
 template <class C, class T = scalar_of<C>>
+// NOLINTNEXTLINE(bugprone-easily-swappable-parameters): q, k, v in the attention order of every public form
 Problem call_problem(const C& control, CallForm form, const State<scalar_of<C>>* state, const MatrixRef<scalar_of<C>>& q,
                      const MatrixRef<scalar_of<C>>& k, const MatrixRef<scalar_of<C>>& v,
                      const MatrixRef<scalar_of<C>>* x) noexcept {

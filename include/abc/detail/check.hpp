@@ -120,6 +120,7 @@ inline Problem value_problem(Status s, const char* arg, Index value, const char*
 }
 
 // An argument that belongs to the wrong kind of thing (a State made by another control type).
+// NOLINTNEXTLINE(bugprone-easily-swappable-parameters): internal: the two names of one kind pair
 inline Problem wrong_kind_problem(Status s, const char* arg, std::string (*actual_name)(),
                                   std::string (*expected_name)(), const char* rule) noexcept {
   Problem p;

@@ -39,6 +39,7 @@ inline double normal(std::uint64_t seed, std::uint64_t counter) noexcept {
 
 // Seeded weights: a [rows × cols] matrix of N(0, sd²) entries, entry i (row-major) from counter i.
 template <class T>
+// NOLINTNEXTLINE(bugprone-easily-swappable-parameters): (rows, cols) as everywhere in Eigen and abc
 Matrix<T> gaussian_matrix(Index rows, Index cols, double sd, std::uint64_t seed) {
   Matrix<T> w(rows, cols);
   for (Index i = 0; i < w.size(); ++i) w.data()[i] = static_cast<T>(sd * normal(seed, static_cast<std::uint64_t>(i)));
@@ -50,6 +51,7 @@ Matrix<T> gaussian_matrix(Index rows, Index cols, double sd, std::uint64_t seed)
 // their product fits; `who` and the names say whose and which in the error.
 template <class T>
 Matrix<T> random_weights(const char* who, Index rows, const char* rows_arg, const char* rows_rule, Index cols,
+                         // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): internal: names for the message
                          const char* cols_arg, const char* cols_rule, const char* entries, std::uint64_t seed) {
   require_at_least(who, cols_arg, cols, 1, cols_rule);
   require_at_least(who, rows_arg, rows, 1, rows_rule);

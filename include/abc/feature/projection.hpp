@@ -10,6 +10,7 @@
 #include "../detail/check.hpp"
 #include "../detail/control_check.hpp"
 #include "../detail/random.hpp"
+#include "../seed.hpp"
 #include "../types.hpp"
 
 ABC_NAMESPACE_BEGIN
@@ -35,19 +36,23 @@ enum class Draw {
 template <class T = float>
 class Projection {
  public:
+  // (D, d) is the shape of W [D × d], rows then columns as everywhere in Eigen and abc.
+  // NOLINTBEGIN(bugprone-easily-swappable-parameters)
+
   /// Isotropic σ = `sigma`. \throws config_error for D < 1, d < 1 or a non-finite σ.
-  Projection(Index D, Index d, std::uint64_t seed, T sigma = T(1), Draw draw = Draw::gaussian)
+  Projection(Index D, Index d, Seed seed, T sigma = T(1), Draw draw = Draw::gaussian)
       : Projection(D, d, seed, Vector<T>::Constant(d, sigma), draw) {}
 
   /// Per-dimension σ ∈ R^d (the learned reparameterisation of Eq. 4.9).
-  Projection(Index D, Index d, std::uint64_t seed, Vector<T> sigma, Draw draw = Draw::gaussian)
-      : rows_(D), cols_(d), seed_(seed), sigma_(std::move(sigma)), draw_(draw) {
+  Projection(Index D, Index d, Seed seed, Vector<T> sigma, Draw draw = Draw::gaussian)
+      : rows_(D), cols_(d), seed_(seed.value), sigma_(std::move(sigma)), draw_(draw) {
     detail::require_at_least("abc::feature::Projection", "D", D, 1, "at least one random feature");
     detail::require_at_least("abc::feature::Projection", "d", d, 1, "inputs need a column");
     if (auto p = detail::size_problem("sigma", sigma_.size(), d, "one σ per input dimension"))
       detail::raise("abc::feature::Projection", p);
     if (auto p = detail::finite_problem("sigma", sigma_)) detail::raise("abc::feature::Projection", p);
   }
+  // NOLINTEND(bugprone-easily-swappable-parameters)
 
   Index rows() const noexcept { return rows_; }  ///< D
   Index cols() const noexcept { return cols_; }  ///< d

@@ -16,6 +16,9 @@
 
 ABC_NAMESPACE_BEGIN
 namespace kernel {
+// Kernels take (rows, cols) and parallel operands of one type by design; only the library calls
+// them, through checked public forms.
+// NOLINTBEGIN(bugprone-easily-swappable-parameters)
 
 /**
  * \brief The kernels of a memory read linearly, `φ(q)ᵀ Ṽ / φ(q)ᵀ z` (RFA, `readout = Readout::linear`):
@@ -111,5 +114,6 @@ class LinearEngine {
   const Options& options_;
 };
 
+// NOLINTEND(bugprone-easily-swappable-parameters)
 }  // namespace kernel
 ABC_NAMESPACE_END

@@ -12,6 +12,9 @@
 
 ABC_NAMESPACE_BEGIN
 namespace kernel {
+// Kernels take (rows, cols) and parallel operands of one type by design; only the library calls
+// them, through checked public forms.
+// NOLINTBEGIN(bugprone-easily-swappable-parameters)
 
 // The mutable parts of a State, as the kernels see them.
 template <class T>
@@ -196,5 +199,6 @@ void read_all(const Matrix<T>& keys, const Matrix<T>& values, const std::vector<
   out.noalias() = p * values;
 }
 
+// NOLINTEND(bugprone-easily-swappable-parameters)
 }  // namespace kernel
 ABC_NAMESPACE_END

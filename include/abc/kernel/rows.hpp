@@ -11,6 +11,9 @@
 
 ABC_NAMESPACE_BEGIN
 namespace kernel {
+// Kernels take (rows, cols) and parallel operands of one type by design; only the library calls
+// them, through checked public forms.
+// NOLINTBEGIN(bugprone-easily-swappable-parameters)
 
 /// row ← a · row + w · x, returning (updated row) · q: one pass over the row. Rows of any length
 /// and alignment; the tail past the last full batch takes the scalar path.
@@ -282,5 +285,6 @@ void rows_axpy(T* rows, Index ld, Index n, Index dv, const T* a, const T* w, con
   }
 }
 
+// NOLINTEND(bugprone-easily-swappable-parameters)
 }  // namespace kernel
 ABC_NAMESPACE_END

@@ -10,6 +10,9 @@
 
 ABC_NAMESPACE_BEGIN
 namespace kernel {
+// Kernels take (rows, cols) and parallel operands of one type by design; only the library calls
+// them, through checked public forms.
+// NOLINTBEGIN(bugprone-easily-swappable-parameters)
 namespace scalar {
 
 // One token of the per-slot online log-sum-exp (see kernel::online_normalise), slots [0, n).
@@ -142,5 +145,6 @@ void rows_axpy(T* rows, Index ld, Index n, Index dv, const T* a, const T* w, con
 }
 
 }  // namespace scalar
+// NOLINTEND(bugprone-easily-swappable-parameters)
 }  // namespace kernel
 ABC_NAMESPACE_END

@@ -16,6 +16,9 @@
 
 ABC_NAMESPACE_BEGIN
 namespace kernel {
+// Kernels take (rows, cols) and parallel operands of one type by design; only the library calls
+// them, through checked public forms.
+// NOLINTBEGIN(bugprone-easily-swappable-parameters)
 
 /**
  * \brief The kernels of a memory read by a softmax over slots, for a control with a sparse (one-hot)
@@ -206,5 +209,6 @@ class SoftmaxEngine {
   const Options& options_;
 };
 
+// NOLINTEND(bugprone-easily-swappable-parameters)
 }  // namespace kernel
 ABC_NAMESPACE_END

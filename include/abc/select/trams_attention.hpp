@@ -105,6 +105,7 @@ class TramsAttention {
         : keys_(Matrix<Scalar>::Zero(pool, d)), values_(Matrix<Scalar>::Zero(pool, dv)),
           scores_(std::size_t(pool)), pos_(std::size_t(pool)) {}
     Index slot(Index age) const noexcept { return (head_ + age) % keys_.rows(); }
+    // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): private: a kept token's key, value and score
     void push(const Scalar* k, const Scalar* v, Scalar s) {
       const Index cap = keys_.rows();
       Index r;
@@ -286,6 +287,7 @@ class TramsAttention {
   }
 
   // `vectors`: q, k, v and out are step's vectors, seen as one-row matrices: reported by their size.
+  // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): q, k, v in the attention order of every public form
   detail::Problem check(const State& s, const MatrixRef<Scalar>& q, const MatrixRef<Scalar>& k,
                         const MatrixRef<Scalar>& v, Index out_rows, Index out_cols, bool vectors) const noexcept {
     const auto arg_problem = [vectors](const char* arg, Index r, Index c, Index er, Index ec, const char* rule,
