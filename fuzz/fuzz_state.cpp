@@ -8,12 +8,16 @@
 //  - a loaded state can be stepped (or is refused by validate_step) without a crash;
 //  - a loaded state belongs to its control type: an attention of another type refuses it.
 // Controls: ABC-MLP, sliding window, TRAMS top-k eviction (integer slot positions, scores that
-// overflow to +inf), and global tokens + a gated top-k eviction (per-part slot-state rules).
+// overflow to +inf), and global tokens + a gated top-k eviction (per-part slot-state rules). And
+// select::load_state on TRAMS pools (fuzz-chosen pool, recent, top-k and score, wrapped rings) with
+// the same invariants; a pool blob is refused by abc::load_state, and a loaded pool continues.
 #include <abc/abc.hpp>
+#include <abc/select/trams_state_io.hpp>
 #include <abc/state_io.hpp>
 
 #include "fuzz.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -23,6 +27,22 @@ namespace {
 using abc::Index;
 
 using abc_fuzz::Reader;
+
+// Edits fuzz-chosen bytes of a real blob, maybe truncates it (the checksum is redone by the caller).
+void corrupt(std::vector<std::uint8_t>& blob, Reader& in) {
+  const int edits = in.byte() % 4;
+  for (int e = 0; e < edits && !blob.empty(); ++e) {
+    const std::size_t at = (std::size_t(in.byte()) << 8 | in.byte()) % blob.size();
+    blob[at] ^= in.byte();
+  }
+  if ((in.byte() & 1) && blob.size() > 8) blob.resize(blob.size() - 1 - in.byte() % 16 % (blob.size() - 8));
+}
+
+void reseal(std::vector<std::uint8_t>& blob) {
+  if (blob.size() < 16) return;
+  const std::uint64_t h = abc::detail::fnv1a(blob.data(), blob.size() - 8);
+  for (int i = 0; i < 8; ++i) blob[blob.size() - 8 + std::size_t(i)] = std::uint8_t(h >> (8 * i));
+}
 
 template <class Control>
 void run(const Control& ctl, std::uint8_t mode, Reader& in) {
@@ -48,17 +68,9 @@ void run(const Control& ctl, std::uint8_t mode, Reader& in) {
       (void)attn.step(s, q, k, v);
     }
     blob = abc::save_state(attn, s);
-    const int edits = in.byte() % 4;
-    for (int e = 0; e < edits && !blob.empty(); ++e) {
-      const std::size_t at = (std::size_t(in.byte()) << 8 | in.byte()) % blob.size();
-      blob[at] ^= in.byte();
-    }
-    if ((in.byte() & 1) && blob.size() > 8) blob.resize(blob.size() - 1 - in.byte() % 16 % (blob.size() - 8));
+    corrupt(blob, in);
   }
-  if ((mode & 4) && blob.size() >= 16) {  // recompute the checksum over the edited blob
-    const std::uint64_t h = abc::detail::fnv1a(blob.data(), blob.size() - 8);
-    for (int i = 0; i < 8; ++i) blob[blob.size() - 8 + std::size_t(i)] = std::uint8_t(h >> (8 * i));
-  }
+  if (mode & 4) reseal(blob);  // recompute the checksum over the edited blob
   abc::State<T> dst = (mode & 8) ? abc::State<T>{} : attn.make_state(d, dv);
   const abc::State<T> before = dst;
   bool threw = false;
@@ -82,6 +94,66 @@ void run(const Control& ctl, std::uint8_t mode, Reader& in) {
   if (attn.validate_step(dst, q, q, v) == abc::Status::ok) (void)attn.step(dst, q, q, v);
 }
 
+void run_trams(std::uint8_t mode, Reader& in) {
+  using T = float;
+  using Trams = abc::select::TramsAttention<T>;
+  const Index d = 4, dv = 3;
+  const Index pool = 1 + in.byte() % 6, recent = in.byte() % (pool + 1), topk = in.byte() % (pool - recent + 1);
+  const abc::select::KeyScore<T> score =
+      (in.byte() & 1) ? abc::select::KeyScore<T>::norm() : abc::select::KeyScore<T>(abc::Matrix<T>::Ones(d, 5));
+  const Trams attn(abc::select::TramsConfig{pool, recent, topk}, score);
+  std::vector<std::uint8_t> blob;
+  if (mode & 2) {
+    blob.assign(in.rest(), in.rest() + in.rest_size());
+  } else {
+    auto s = attn.make_state(d, dv);
+    const int steps = in.byte() % 12;  // up to twice the pool: the ring wraps
+    for (int t = 0; t < steps; ++t) {
+      abc::Vector<T> q(d), k(d), v(dv);
+      const auto value = [&in] {
+        const std::uint8_t b = in.byte();
+        return b == 255 ? T(1e30) : T(int(b) - 128) / T(32);
+      };
+      for (Index i = 0; i < d; ++i) q(i) = value();
+      for (Index i = 0; i < d; ++i) k(i) = value();
+      for (Index i = 0; i < dv; ++i) v(i) = value();
+      (void)attn.step(s, q, k, v);
+    }
+    blob = abc::select::save_state(attn, s);
+    corrupt(blob, in);
+  }
+  if (mode & 4) reseal(blob);
+  Trams::State dst = (mode & 8) ? Trams::State{} : attn.make_state(d, dv);
+  const std::vector<std::uint8_t> before = (mode & 8) ? std::vector<std::uint8_t>{} : abc::select::save_state(attn, dst);
+  bool threw = false;
+  try {
+    abc::select::load_state(attn, blob, dst);
+  } catch (const abc::config_error&) {
+    threw = true;
+  } catch (...) {
+    __builtin_trap();
+  }
+  if (threw) {
+    if (mode & 8)
+      ABC_FUZZ_REQUIRE(dst.capacity() == 0 && dst.size() == 0 && dst.position() == 0);
+    else
+      ABC_FUZZ_REQUIRE(abc::select::save_state(attn, dst) == before);
+    return;
+  }
+  ABC_FUZZ_REQUIRE(abc::select::save_state(attn, dst) == blob);
+  ABC_FUZZ_REQUIRE(dst.size() <= pool && dst.position() >= dst.size());
+  // A pool is not a BoundedAttention state: abc::load_state refuses its blob by its tag.
+  const abc::BoundedAttention<abc::control::SlidingWindow<T>> window{abc::control::SlidingWindow<T>{Index(pool)}};
+  abc::State<T> other;
+  ABC_FUZZ_REQUIRE(abc_fuzz::throws([&] { abc::load_state(window, blob, other); }));
+  // The loaded pool continues: one step, then it holds one more token (up to the pool).
+  const Index held = dst.size();
+  const abc::Vector<T> q = abc::Vector<T>::Ones(dst.key_dim()), v = abc::Vector<T>::Ones(dst.value_dim());
+  const abc::Vector<T> out = attn.step(dst, q, q, v);
+  ABC_FUZZ_REQUIRE(dst.size() == std::min<Index>(held + 1, pool));
+  (void)out;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -96,6 +168,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 3: run(SlidingWindow<double>{4}, mode, in); break;
       case 4:
       case 5: run(TopKEviction<float>{abc::Slots{4}, 2, abc::select::KeyScore<float>::norm()}, mode, in); break;
+      case 7: run_trams(mode, in); break;
       default:
         run(Concat<GlobalTokens<double>, Gated<TopKEviction<double>>>{
                 GlobalTokens<double>{std::vector<Index>{0, 2}},

@@ -43,3 +43,4 @@
 
 #include "select/key_score.hpp"
 #include "select/trams_attention.hpp"
+#include "select/trams_state_io.hpp"

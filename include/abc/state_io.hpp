@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bounded_attention.hpp"
+#include "detail/blob.hpp"
 #include "detail/compose.hpp"
 #include "detail/control_kind.hpp"
 #include "detail/check.hpp"
@@ -28,80 +29,6 @@ std::string control_tag() {
                 "abc::save_state / abc::load_state: Control must provide `static std::string tag()`, the "
                 "name its states carry in a blob (see abc/concepts.hpp)");
   return C::tag();
-}
-
-// Little-endian byte writer / bounds-checked reader. Integers and IEEE scalars go through their
-// bit patterns, so the format does not depend on the host's byte order.
-struct Writer {
-  std::vector<std::uint8_t> bytes;
-  void u64(std::uint64_t x) {
-    for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<std::uint8_t>(x >> (8 * i)));
-  }
-  void u32(std::uint32_t x) {
-    for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<std::uint8_t>(x >> (8 * i)));
-  }
-  template <class T>
-  void scalar(T x) {
-    if constexpr (sizeof(T) == 8) {
-      std::uint64_t b;
-      std::memcpy(&b, &x, 8);
-      u64(b);
-    } else {
-      std::uint32_t b;
-      std::memcpy(&b, &x, 4);
-      u32(b);
-    }
-  }
-};
-
-struct Reader {
-  const std::uint8_t* data;
-  std::size_t size, at = 0;
-  bool ok = true;
-  bool need(std::size_t n) {
-    if (size - at < n) ok = false;
-    return ok;
-  }
-  std::uint64_t u64() {
-    if (!need(8)) return 0;
-    std::uint64_t x = 0;
-    for (int i = 0; i < 8; ++i) x |= std::uint64_t(data[at + std::size_t(i)]) << (8 * i);
-    at += 8;
-    return x;
-  }
-  std::uint32_t u32() {
-    if (!need(4)) return 0;
-    std::uint32_t x = 0;
-    for (int i = 0; i < 4; ++i) x |= std::uint32_t(data[at + std::size_t(i)]) << (8 * i);
-    at += 4;
-    return x;
-  }
-  template <class T>
-  T scalar() {
-    T x{};
-    if constexpr (sizeof(T) == 8) {
-      const std::uint64_t b = u64();
-      std::memcpy(&x, &b, 8);
-    } else {
-      const std::uint32_t b = u32();
-      std::memcpy(&x, &b, 4);
-    }
-    return x;
-  }
-};
-
-// FNV-1a, 64 bit: detects truncation and corruption (not an adversary: no cryptographic claim).
-inline std::uint64_t fnv1a(const std::uint8_t* p, std::size_t n) noexcept {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
-  return h;
-}
-
-inline constexpr char state_magic[8] = {'A', 'B', 'C', 'S', 'T', 'A', 'T', 'E'};
-inline constexpr std::uint32_t state_version = 2;
-
-[[noreturn]] inline void blob_error(const std::string& what) {
-  ABC_THROW(config_error("abc::load_state: " + what));
 }
 
 }  // namespace detail
@@ -123,12 +50,7 @@ std::vector<std::uint8_t> save_state(const BoundedAttention<Control>& attn,
   using Access = detail::StateAccess;
   (void)attn;
   detail::Writer w;
-  w.bytes.insert(w.bytes.end(), detail::state_magic, detail::state_magic + 8);
-  w.u32(detail::state_version);
-  w.u32(std::uint32_t(sizeof(T)));
-  const std::string tag = detail::control_tag<Control>();
-  w.u32(std::uint32_t(tag.size()));
-  w.bytes.insert(w.bytes.end(), tag.begin(), tag.end());
+  detail::write_blob_header(w, sizeof(T), detail::control_tag<Control>());
   w.u64(std::uint64_t(state.num_slots()));
   w.u64(std::uint64_t(state.key_dim()));
   w.u64(std::uint64_t(state.value_dim()));
@@ -157,29 +79,9 @@ void load_state(const BoundedAttention<Control>& attn, const std::uint8_t* data,
                 State<typename Control::scalar_type>& dst) {
   using T = typename Control::scalar_type;
   using Access = detail::StateAccess;
-  using detail::blob_error;
-  detail::Reader r{data, size};
-  if (size < 8 + 8 || std::memcmp(data, detail::state_magic, 8) != 0)
-    blob_error("not a state blob (magic \"ABCSTATE\" missing, " + std::to_string(size) + " bytes)");
-  // The checksum covers everything before it: check it first, so corruption is reported as such.
-  const std::uint64_t stored = [&] {
-    detail::Reader tail{data + size - 8, 8};
-    return tail.u64();
-  }();
-  if (detail::fnv1a(data, size - 8) != stored) blob_error("checksum mismatch: the blob is truncated or corrupt");
-  r.at = 8;
-  const std::uint32_t version = r.u32();
-  if (version != detail::state_version)
-    blob_error("version is " + std::to_string(version) + ", expected " + std::to_string(detail::state_version));
-  const std::uint32_t scalar = r.u32();
-  if (scalar != sizeof(T))
-    blob_error("scalar size is " + std::to_string(scalar) + " bytes, expected " + std::to_string(sizeof(T)));
-  const std::uint32_t tag_len = r.u32();
-  if (!r.need(tag_len)) blob_error("truncated control tag");
-  const std::string tag(reinterpret_cast<const char*>(data + r.at), tag_len);
-  r.at += tag_len;
-  const std::string want = detail::control_tag<Control>();
-  if (tag != want) blob_error("control kind is " + tag + ", expected " + want);
+  constexpr const char* who = "abc::load_state";
+  const auto blob_error = [](const std::string& what) { detail::blob_error(who, what); };
+  detail::Reader r = detail::read_blob_header(who, data, size, sizeof(T), detail::control_tag<Control>());
   const std::uint64_t n = r.u64(), d = r.u64(), dv = r.u64(), pos = r.u64();
   if (!r.ok) blob_error("truncated header");
   if (n != std::uint64_t(attn.num_slots()))

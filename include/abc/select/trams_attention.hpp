@@ -20,6 +20,9 @@
 #include "key_score.hpp"
 
 ABC_NAMESPACE_BEGIN
+namespace detail {
+struct TramsStateAccess;  // serialisation's door to a pool (abc/detail/trams_state_access.hpp)
+}  // namespace detail
 namespace select {
 
 /// Which distance a position term sees for a kept key; the released TRAMS code uses compacted ones.
@@ -101,6 +104,7 @@ class TramsAttention {
 
    private:
     friend class TramsAttention;
+    friend struct detail::TramsStateAccess;
     State(Index pool, Index d, Index dv)
         : keys_(Matrix<Scalar>::Zero(pool, d)), values_(Matrix<Scalar>::Zero(pool, dv)),
           scores_(std::size_t(pool)), pos_(std::size_t(pool)) {}
