@@ -10,7 +10,11 @@
 //  - moderate finite inputs give finite outputs;
 //  - TRAMS: a segment equals the same tokens fed one step at a time, to rounding, when every token
 //    is kept (recent ≥ pool: the selection is then independent of the scores);
-//  - GMAT: forward's main rows equal forward_main's bit for bit.
+//  - GMAT: forward's main rows equal forward_main's bit for bit;
+//  - H2O (select::HeavyHitterAttention, fuzz-chosen heavy and recent, a cache of another budget):
+//    a failed call leaves the cache bit-identical; a segment equals its steps while nothing is
+//    evicted; masses are never negative and grow by at most one per query (exactly one while
+//    nothing is evicted); kept positions increase and the newest `recent` are the stream's last.
 #include <abc/abc.hpp>
 
 #include "fuzz.hpp"
@@ -160,6 +164,94 @@ void trams(Reader& in) {
   }
 }
 
+// Everything an H2O cache holds, compared bit for bit (masses too: a failed call adds none).
+template <class State>
+bool same_cache(const State& a, const State& b) {
+  if (a.size() != b.size() || a.position() != b.position() || a.capacity() != b.capacity()) return false;
+  for (Index i = 0; i < a.size(); ++i) {
+    if (a.key(i) != b.key(i) || a.value(i) != b.value(i)) return false;  // finite: == is bitwise up to ±0
+    if (a.mass(i) != b.mass(i) || a.token_position(i) != b.token_position(i)) return false;
+  }
+  return true;
+}
+
+template <class T>
+void h2o(Reader& in) {
+  using H2O = abc::select::HeavyHitterAttention<T>;
+  const Index d = in.index(1, 6), dv = in.index(1, 6);
+  abc::select::HeavyHitterConfig cfg;
+  cfg.heavy = hostile_size(in);
+  cfg.recent = hostile_size(in);
+  std::optional<H2O> made, other;
+  if (throws([&] { made.emplace(cfg); })) return;
+  if (cfg.heavy + cfg.recent > (Index(1) << 20)) return;  // too large to allocate: the allocator's to refuse
+  const H2O& attn = *made;
+  typename H2O::State s;
+  if (in.byte() & 1) {
+    if (throws([&] { s = attn.make_state(d, dv); })) return;
+  } else {  // a cache of another budget
+    if (throws([&] { other.emplace(abc::select::HeavyHitterConfig{in.index(0, 4), in.index(1, 4)}); })) return;
+    if (throws([&] { s = other->make_state(in.index(1, 6), dv); })) return;
+  }
+  const int calls = in.byte() % 6;
+  for (int c = 0; c < calls; ++c) {
+    const Index n = in.index(0, 5);
+    const abc::Matrix<T> q = in.matrix<T>(n, (in.byte() == 255) ? d + 1 : s.key_dim()), k = in.matrix<T>(n, s.key_dim()),
+                         v = in.matrix<T>(n, s.value_dim());
+    double bound = std::max({max_abs(q), max_abs(k), max_abs(v)});
+    double mass_before = 0;
+    for (Index i = 0; i < s.size(); ++i) {
+      bound = std::max({bound, max_abs(abc::Matrix<T>(s.key(i))), max_abs(abc::Matrix<T>(s.value(i)))});
+      mass_before += s.mass(i);
+    }
+    const typename H2O::State before = s;
+    abc::Matrix<T> out;
+    bool t = false;
+    if (in.byte() & 1) {
+      t = throws([&] { out = attn.segment(s, q, k, v); });
+      // Nothing evicted: a segment reads what n steps read, and masses add up alike.
+      if (!t && bound <= 100 && n > 0 && before.size() + n <= before.capacity()) {
+        typename H2O::State r = before;
+        for (Index i = 0; i < n; ++i) {
+          const abc::Vector<T> o = attn.step(r, q.row(i).transpose(), k.row(i).transpose(), v.row(i).transpose());
+          const double tol = (std::is_same<T, float>::value ? 1e-3 : 1e-9) * (1 + bound);
+          for (Index j = 0; j < o.size(); ++j) ABC_FUZZ_REQUIRE(std::abs(double(o(j)) - double(out(i, j))) <= tol);
+        }
+      }
+    } else if (n > 0) {
+      abc::Vector<T> o;
+      t = throws([&] { o = attn.step(s, q.row(0).transpose(), k.row(0).transpose(), v.row(0).transpose()); });
+      if (!t) out = o.transpose();
+    } else {
+      continue;
+    }
+    if (t) {
+      ABC_FUZZ_REQUIRE(same_cache(s, before));
+      continue;
+    }
+    // Each query hands out a mass of 1 over what it reads: the kept masses grow by at most the
+    // queries (exactly, when nothing left), are never negative, and positions stay in order with
+    // the newest `recent` tokens last.
+    const Index queries = out.rows();
+    double mass_after = 0;
+    for (Index i = 0; i < s.size(); ++i) {
+      ABC_FUZZ_REQUIRE(s.mass(i) >= 0);
+      mass_after += s.mass(i);
+      if (i > 0) ABC_FUZZ_REQUIRE(s.token_position(i - 1) < s.token_position(i));
+    }
+    const double cap = std::is_same<T, float>::value ? 1e6 : 1e30;
+    ABC_FUZZ_REQUIRE(mass_after <= mass_before + double(queries) + 1e-4 * (1 + mass_before));
+    // (A query whose every logit overflowed reads nothing and hands out no mass: moderate inputs only.)
+    if (bound <= cap && before.size() + queries <= s.capacity())
+      ABC_FUZZ_REQUIRE(std::abs(mass_after - mass_before - double(queries)) <= 1e-4 * (1 + mass_before));
+    const Index newest = std::min(cfg.recent, s.size());
+    for (Index i = s.size() - newest; i < s.size(); ++i)
+      ABC_FUZZ_REQUIRE(s.token_position(i) == s.position() - (s.size() - i));
+    ABC_FUZZ_REQUIRE(s.size() == std::min(before.size() + queries, s.capacity()));
+    if (bound <= cap) ABC_FUZZ_REQUIRE(max_abs(out) < std::numeric_limits<double>::infinity());
+  }
+}
+
 template <class T>
 void gmat(Reader& in) {
   std::optional<abc::LocalPattern> pattern;
@@ -208,11 +300,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Reader in(data, size);
   const std::uint8_t what = in.byte();
   try {
-    switch (what % 4) {
+    switch (what % 6) {
       case 0: trams<float>(in); break;
       case 1: trams<double>(in); break;
       case 2: gmat<float>(in); break;
-      default: gmat<double>(in);
+      case 3: gmat<double>(in); break;
+      case 4: h2o<float>(in); break;
+      default: h2o<double>(in);
     }
   } catch (...) {
     __builtin_trap();  // only the harness's own calls may throw, and they are caught

@@ -9,10 +9,11 @@
 //  - a loaded state belongs to its control type: an attention of another type refuses it.
 // Controls: ABC-MLP, sliding window, TRAMS top-k eviction (integer slot positions, scores that
 // overflow to +inf), and global tokens + a gated top-k eviction (per-part slot-state rules). And
-// select::load_state on TRAMS pools (fuzz-chosen pool, recent, top-k and score, wrapped rings) with
-// the same invariants; a pool blob is refused by abc::load_state, and a loaded pool continues.
+// select::load_state on TRAMS pools (fuzz-chosen pool, recent, top-k and score, wrapped rings) and
+// H2O caches (fuzz-chosen heavy and recent, evicting) with the same invariants; their blobs are
+// refused by abc::load_state, and a loaded cache continues.
 #include <abc/abc.hpp>
-#include <abc/select/trams_state_io.hpp>
+#include <abc/select/state_io.hpp>
 #include <abc/state_io.hpp>
 
 #include "fuzz.hpp"
@@ -44,6 +45,27 @@ void reseal(std::vector<std::uint8_t>& blob) {
   for (int i = 0; i < 8; ++i) blob[blob.size() - 8 + std::size_t(i)] = std::uint8_t(h >> (8 * i));
 }
 
+// A state of `attn` (d = 4, dv = 3) after `steps` fuzz-chosen tokens, saved by `save`. Values are
+// mostly moderate; 255 is 1e30, whose products overflow (a TRAMS score of +inf).
+template <class Attn, class Save>
+std::vector<std::uint8_t> saved_after_steps(const Attn& attn, int steps, Reader& in, const Save& save) {
+  using T = typename Attn::scalar_type;
+  constexpr Index d = 4, dv = 3;
+  auto s = attn.make_state(d, dv);
+  const auto value = [&in] {
+    const std::uint8_t b = in.byte();
+    return b == 255 ? T(1e30) : T(int(b) - 128) / T(32);
+  };
+  for (int t = 0; t < steps; ++t) {
+    abc::Vector<T> q(d), k(d), v(dv);
+    for (Index i = 0; i < d; ++i) q(i) = value();
+    for (Index i = 0; i < d; ++i) k(i) = value();
+    for (Index i = 0; i < dv; ++i) v(i) = value();
+    (void)attn.step(s, q, k, v);
+  }
+  return save(attn, s);
+}
+
 template <class Control>
 void run(const Control& ctl, std::uint8_t mode, Reader& in) {
   using T = typename Control::scalar_type;
@@ -53,21 +75,7 @@ void run(const Control& ctl, std::uint8_t mode, Reader& in) {
   if (mode & 2) {
     blob.assign(in.rest(), in.rest() + in.rest_size());
   } else {
-    auto s = attn.make_state(d, dv);
-    const int steps = in.byte() % 8;
-    for (int t = 0; t < steps; ++t) {
-      abc::Vector<T> q(d), k(d), v(dv);
-      // Mostly moderate; 255 is 1e30, whose products overflow (a TRAMS score of +inf).
-      const auto value = [&in] {
-        const std::uint8_t b = in.byte();
-        return b == 255 ? T(1e30) : T(int(b) - 128) / T(32);
-      };
-      for (Index i = 0; i < d; ++i) q(i) = value();
-      for (Index i = 0; i < d; ++i) k(i) = value();
-      for (Index i = 0; i < dv; ++i) v(i) = value();
-      (void)attn.step(s, q, k, v);
-    }
-    blob = abc::save_state(attn, s);
+    blob = saved_after_steps(attn, in.byte() % 8, in, [](const auto& a, const auto& st) { return abc::save_state(a, st); });
     corrupt(blob, in);
   }
   if (mode & 4) reseal(blob);  // recompute the checksum over the edited blob
@@ -94,36 +102,23 @@ void run(const Control& ctl, std::uint8_t mode, Reader& in) {
   if (attn.validate_step(dst, q, q, v) == abc::Status::ok) (void)attn.step(dst, q, q, v);
 }
 
-void run_trams(std::uint8_t mode, Reader& in) {
-  using T = float;
-  using Trams = abc::select::TramsAttention<T>;
+// A selection cache (TRAMS pool or H2O cache) of `attn`: fed by steps, saved, corrupted, loaded.
+template <class Attn>
+void run_select(const Attn& attn, std::uint8_t mode, Reader& in) {
+  using T = typename Attn::scalar_type;
+  using State = typename Attn::State;
   const Index d = 4, dv = 3;
-  const Index pool = 1 + in.byte() % 6, recent = in.byte() % (pool + 1), topk = in.byte() % (pool - recent + 1);
-  const abc::select::KeyScore<T> score =
-      (in.byte() & 1) ? abc::select::KeyScore<T>::norm() : abc::select::KeyScore<T>(abc::Matrix<T>::Ones(d, 5));
-  const Trams attn(abc::select::TramsConfig{pool, recent, topk}, score);
   std::vector<std::uint8_t> blob;
   if (mode & 2) {
     blob.assign(in.rest(), in.rest() + in.rest_size());
   } else {
-    auto s = attn.make_state(d, dv);
-    const int steps = in.byte() % 12;  // up to twice the pool: the ring wraps
-    for (int t = 0; t < steps; ++t) {
-      abc::Vector<T> q(d), k(d), v(dv);
-      const auto value = [&in] {
-        const std::uint8_t b = in.byte();
-        return b == 255 ? T(1e30) : T(int(b) - 128) / T(32);
-      };
-      for (Index i = 0; i < d; ++i) q(i) = value();
-      for (Index i = 0; i < d; ++i) k(i) = value();
-      for (Index i = 0; i < dv; ++i) v(i) = value();
-      (void)attn.step(s, q, k, v);
-    }
-    blob = abc::select::save_state(attn, s);
+    // Up to twice the cache: rings wrap, caches evict.
+    blob = saved_after_steps(attn, in.byte() % 12, in,
+                             [](const auto& a, const auto& st) { return abc::select::save_state(a, st); });
     corrupt(blob, in);
   }
   if (mode & 4) reseal(blob);
-  Trams::State dst = (mode & 8) ? Trams::State{} : attn.make_state(d, dv);
+  State dst = (mode & 8) ? State{} : attn.make_state(d, dv);
   const std::vector<std::uint8_t> before = (mode & 8) ? std::vector<std::uint8_t>{} : abc::select::save_state(attn, dst);
   bool threw = false;
   try {
@@ -141,17 +136,29 @@ void run_trams(std::uint8_t mode, Reader& in) {
     return;
   }
   ABC_FUZZ_REQUIRE(abc::select::save_state(attn, dst) == blob);
-  ABC_FUZZ_REQUIRE(dst.size() <= pool && dst.position() >= dst.size());
-  // A pool is not a BoundedAttention state: abc::load_state refuses its blob by its tag.
-  const abc::BoundedAttention<abc::control::SlidingWindow<T>> window{abc::control::SlidingWindow<T>{Index(pool)}};
+  ABC_FUZZ_REQUIRE(dst.size() <= dst.capacity() && dst.position() >= dst.size());
+  // A selection cache is not a BoundedAttention state: abc::load_state refuses its blob by its tag.
+  const abc::BoundedAttention<abc::control::SlidingWindow<T>> window{abc::control::SlidingWindow<T>{dst.capacity()}};
   abc::State<T> other;
   ABC_FUZZ_REQUIRE(abc_fuzz::throws([&] { abc::load_state(window, blob, other); }));
-  // The loaded pool continues: one step, then it holds one more token (up to the pool).
+  // The loaded cache continues: one step, then it holds one more token (up to its capacity).
   const Index held = dst.size();
   const abc::Vector<T> q = abc::Vector<T>::Ones(dst.key_dim()), v = abc::Vector<T>::Ones(dst.value_dim());
-  const abc::Vector<T> out = attn.step(dst, q, q, v);
-  ABC_FUZZ_REQUIRE(dst.size() == std::min<Index>(held + 1, pool));
-  (void)out;
+  (void)attn.step(dst, q, q, v);
+  ABC_FUZZ_REQUIRE(dst.size() == std::min<Index>(held + 1, dst.capacity()));
+}
+
+void run_trams(std::uint8_t mode, Reader& in) {
+  using T = float;
+  const Index pool = 1 + in.byte() % 6, recent = in.byte() % (pool + 1), topk = in.byte() % (pool - recent + 1);
+  const abc::select::KeyScore<T> score =
+      (in.byte() & 1) ? abc::select::KeyScore<T>::norm() : abc::select::KeyScore<T>(abc::Matrix<T>::Ones(4, 5));
+  run_select(abc::select::TramsAttention<T>(abc::select::TramsConfig{pool, recent, topk}, score), mode, in);
+}
+
+void run_h2o(std::uint8_t mode, Reader& in) {
+  const Index heavy = in.byte() % 4, recent = 1 + in.byte() % 3 - (heavy > 0 ? 1 : 0);
+  run_select(abc::select::HeavyHitterAttention<double>(abc::select::HeavyHitterConfig{heavy, recent}), mode, in);
 }
 
 }  // namespace
@@ -168,7 +175,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 3: run(SlidingWindow<double>{4}, mode, in); break;
       case 4:
       case 5: run(TopKEviction<float>{abc::Slots{4}, 2, abc::select::KeyScore<float>::norm()}, mode, in); break;
-      case 7: run_trams(mode, in); break;
+      case 7:
+        if (in.byte() & 1)
+          run_h2o(mode, in);
+        else
+          run_trams(mode, in);
+        break;
       default:
         run(Concat<GlobalTokens<double>, Gated<TopKEviction<double>>>{
                 GlobalTokens<double>{std::vector<Index>{0, 2}},

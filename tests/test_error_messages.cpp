@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/blob.hpp"
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
@@ -55,12 +56,6 @@ std::pair<std::string, std::string> outcome(const Row& row) {
     return {"other", e.what()};
   }
   return {"none", ""};
-}
-
-// A blob edited after the fact gets its checksum recomputed, so only the edit is wrong.
-void reseal(std::vector<std::uint8_t>& blob) {
-  const std::uint64_t h = abc::detail::fnv1a(blob.data(), blob.size() - 8);
-  for (int i = 0; i < 8; ++i) blob[blob.size() - 8 + std::size_t(i)] = std::uint8_t(h >> (8 * i));
 }
 
 }  // namespace
@@ -127,12 +122,12 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
   auto corrupt = good, future = good;
   corrupt[good.size() / 2] ^= 0x10;
   future[8] = 3;
-  reseal(future);
+  blob::reseal(future);
   // d = 2^40: the u64 after the tag and n (magic, version, scalar size, tag length, tag, n).
   auto wide = good;
   const std::size_t tag_length = good[16], d_at = 8 + 4 + 4 + 4 + tag_length + 8;
   wide[d_at + 5] = 1;
-  reseal(wide);
+  blob::reseal(wide);
   abc::State<float> blank;
   const abc::BoundedAttention<Dilated<float>> dilated{Dilated<float>{abc::Slots{5}, 1}};
   const abc::BoundedAttention<SW> six{SW{6}};

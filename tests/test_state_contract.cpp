@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "support/blob.hpp"
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
@@ -25,11 +26,6 @@ namespace {
 
 using abc::Index;
 using abc::select::KeyScore;
-
-void reseal(std::vector<std::uint8_t>& blob) {  // recompute the trailing checksum after an edit
-  const std::uint64_t h = abc::detail::fnv1a(blob.data(), blob.size() - 8);
-  for (int i = 0; i < 8; ++i) blob[blob.size() - 8 + std::size_t(i)] = std::uint8_t(h >> (8 * i));
-}
 
 void write_u64(std::vector<std::uint8_t>& b, std::size_t at, std::uint64_t x) {
   for (int i = 0; i < 8; ++i) b[at + std::size_t(i)] = std::uint8_t(x >> (8 * i));
@@ -48,7 +44,7 @@ template <class Attn>
 typename Attn::state_type state_at(const Attn& attn, Index d, Index dv, std::uint64_t position) {
   auto blob = abc::save_state(attn, attn.make_state(d, dv));
   write_u64(blob, position_offset(blob), position);
-  reseal(blob);
+  blob::reseal(blob);
   typename Attn::state_type s;
   abc::load_state(attn, blob, s);
   return s;

@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "support/blob.hpp"
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
@@ -34,11 +35,6 @@ void round_trip(const Attn& attn, Index d, Index dv, Index tokens, const abc::Ma
   const abc::Matrix<T> b = x ? attn.forward_causal(restored, q.bottomRows(rest), k.bottomRows(rest), v.bottomRows(rest), x->bottomRows(rest))
                              : attn.forward_causal(restored, q.bottomRows(rest), k.bottomRows(rest), v.bottomRows(rest));
   REQUIRE(a == b);
-}
-
-void reseal(std::vector<std::uint8_t>& blob) {  // recompute the trailing checksum after an edit
-  const std::uint64_t h = abc::detail::fnv1a(blob.data(), blob.size() - 8);
-  for (int i = 0; i < 8; ++i) blob[blob.size() - 8 + std::size_t(i)] = std::uint8_t(h >> (8 * i));
 }
 
 }  // namespace
@@ -92,7 +88,7 @@ TEMPLATE_TEST_CASE("bad blobs are refused by name and leave the destination unto
   for (std::uint8_t version : {std::uint8_t(3), std::uint8_t(1)}) {
     auto other_version = good;
     other_version[8] = version;
-    reseal(other_version);
+    blob::reseal(other_version);
     refused(other_version, version == 3 ? "version is 3, expected 2" : "version is 1, expected 2");
   }
   // A valid blob of another control.
@@ -112,6 +108,6 @@ TEMPLATE_TEST_CASE("bad blobs are refused by name and leave the destination unto
   // From the end: checksum, 5 written flags, 5 slot positions of 8 bytes, normaliser, Ṽ, K̃.
   const std::size_t first_key = good.size() - 8 - 5 - 5 * 8 - sizeof(T) * (2 * 5 + 5 * dv + 5 * d);
   std::memset(&nan_blob[first_key], 0xff, sizeof(T));  // all-ones bits: a NaN
-  reseal(nan_blob);
+  blob::reseal(nan_blob);
   refused(nan_blob, "non-finite");
 }

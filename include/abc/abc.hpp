@@ -41,6 +41,7 @@
 #include "feature/projection.hpp"
 #include "feature/random_fourier.hpp"
 
+#include "select/heavy_hitter_attention.hpp"
 #include "select/key_score.hpp"
 #include "select/trams_attention.hpp"
-#include "select/trams_state_io.hpp"
+#include "select/state_io.hpp"

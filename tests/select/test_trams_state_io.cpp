@@ -4,7 +4,7 @@
 // filling, wrapped around, every score kind), and every way a blob can be wrong, refused by name
 // with the destination left as it was.
 #include <abc/abc.hpp>
-#include <abc/select/trams_state_io.hpp>
+#include <abc/select/state_io.hpp>
 
 #include <cstdint>
 #include <cstring>
@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "support/blob.hpp"
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
@@ -80,15 +81,6 @@ void feed(const TramsAttention<T>& attn, typename TramsAttention<T>::State& s, I
       t += len;
     }
   for (; t < tokens; ++t) attn.step(s, q.row(t).transpose(), k.row(t).transpose(), v.row(t).transpose());
-}
-
-void reseal(Blob& blob) {  // recompute the trailing checksum after an edit
-  const std::uint64_t h = abc::detail::fnv1a(blob.data(), blob.size() - 8);
-  for (int i = 0; i < 8; ++i) blob[blob.size() - 8 + std::size_t(i)] = std::uint8_t(h >> (8 * i));
-}
-
-void put_u64(Blob& blob, std::size_t at, std::uint64_t x) {
-  for (int i = 0; i < 8; ++i) blob[at + std::size_t(i)] = std::uint8_t(x >> (8 * i));
 }
 
 // Offsets in a blob of the tag "abc::select::TramsAttention" (27 bytes): after magic, version,
@@ -189,8 +181,8 @@ TEMPLATE_TEST_CASE("bad TRAMS pool blobs are refused by name and leave the desti
   };
   const auto edited = [&good](std::size_t at, std::uint64_t x) {
     Blob b = good;
-    put_u64(b, at, x);
-    reseal(b);
+    blob::put_u64(b, at, x);
+    blob::reseal(b);
     return b;
   };
 
@@ -201,7 +193,7 @@ TEMPLATE_TEST_CASE("bad TRAMS pool blobs are refused by name and leave the desti
   refused(flipped, "checksum mismatch");
   Blob version = good;
   version[8] = 3;
-  reseal(version);
+  blob::reseal(version);
   refused(version, "version is 3, expected 2");
 
   // Another kind of state, either way round, and the other scalar type.
@@ -218,6 +210,7 @@ TEMPLATE_TEST_CASE("bad TRAMS pool blobs are refused by name and leave the desti
   // Another attention's pool, the destination's widths, the score.
   TramsAttention<T> bigger(TramsConfig{7, 2, 2}, make_score<T>(ScoreKind::trams_code, d));
   refused(abc::select::save_state(bigger, bigger.make_state(d, dv)), "pool is 7, expected 6 (the attention's config.pool)");
+  refused(edited(at_pool, 5), "pool is 5, expected 6 (the attention's config.pool)");
   refused(edited(at_dv, 2), "widths are d = 4, dv = 2, expected d = 4, dv = 3 (the destination's)");
   refused(edited(at_d, 0), "widths are d = 0, dv = 3, expected each in [1, 65536]");
   refused(edited(at_dv, 65537), "widths are d = 4, dv = 65537, expected each in [1, 65536]");
@@ -237,15 +230,15 @@ TEMPLATE_TEST_CASE("bad TRAMS pool blobs are refused by name and leave the desti
                                   std::to_string(good.size() - (d + dv + 1) * sizeof(T)));
   Blob longer = good;
   longer.insert(longer.end() - 8, std::uint8_t(0));
-  reseal(longer);
+  blob::reseal(longer);
   refused(longer, "length is " + std::to_string(good.size() + 1) + " bytes");
   Blob kind = good;
   kind[at_kind] = 9;
-  reseal(kind);
+  blob::reseal(kind);
   refused(kind, "the score is kind 9 with model_dim 9, expected kind 0");
   Blob short_header(good.begin(), good.begin() + long(at_kind));  // ends inside the score's fields
   short_header.resize(short_header.size() + 8);
-  reseal(short_header);
+  blob::reseal(short_header);
   refused(short_header, "truncated header");
 
   // Values no pool holds: a non-finite key or value, a NaN score (a key's score is never NaN).
@@ -254,19 +247,19 @@ TEMPLATE_TEST_CASE("bad TRAMS pool blobs are refused by name and leave the desti
     Blob bad = good;
     const T inf = std::numeric_limits<T>::infinity();
     std::memcpy(&bad[token2 + entry * sizeof(T)], &inf, sizeof(T));
-    reseal(bad);
+    blob::reseal(bad);
     refused(bad, "the key or value of the token of age 2 is not finite");
   }
   Blob nan_score = good;
   const T nan = std::numeric_limits<T>::quiet_NaN();
   std::memcpy(&nan_score[token2 + std::size_t(d + dv) * sizeof(T)], &nan, sizeof(T));
-  reseal(nan_score);
+  blob::reseal(nan_score);
   refused(nan_score, "the score of the token of age 2 is NaN");
   // An infinite score is one a pool holds (a key whose score overflowed ranks last): accepted.
   Blob inf_score = good;
   const T minus_inf = -std::numeric_limits<T>::infinity();
   std::memcpy(&inf_score[token2 + std::size_t(d + dv) * sizeof(T)], &minus_inf, sizeof(T));
-  reseal(inf_score);
+  blob::reseal(inf_score);
   auto accepts = attn.make_state(d, dv);
   abc::select::load_state(attn, inf_score, accepts);
   REQUIRE(accepts.score(2) == minus_inf);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // abc: bounded-memory attention. The byte level of state blobs: little-endian writer and reader,
-// checksum, and the header every blob starts with (abc/state_io.hpp, abc/select/trams_state_io.hpp).
+// checksum, and the header every blob starts with (abc/state_io.hpp, abc/select/state_io.hpp).
 #pragma once
 
 #include <cstdint>

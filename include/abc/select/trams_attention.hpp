@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "../detail/check.hpp"
-#include "../kernel/softmax_slots.hpp"
+#include "../detail/segment_check.hpp"
+#include "../kernel/kept_read.hpp"
 #include "../error.hpp"
 #include "../options.hpp"
 #include "../types.hpp"
@@ -21,7 +22,7 @@
 
 ABC_NAMESPACE_BEGIN
 namespace detail {
-struct TramsStateAccess;  // serialisation's door to a pool (abc/detail/trams_state_access.hpp)
+struct TramsStateAccess;  // serialisation's door to a pool (abc/select/state_io.hpp)
 }  // namespace detail
 namespace select {
 
@@ -290,15 +291,10 @@ class TramsAttention {
     }
   }
 
-  // `vectors`: q, k, v and out are step's vectors, seen as one-row matrices: reported by their size.
-  // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): q, k, v in the attention order of every public form
+  // The pool's own checks, then the segment's (detail::segment_problem).
   detail::Problem check(const State& s, const MatrixRef<Scalar>& q, const MatrixRef<Scalar>& k,
                         const MatrixRef<Scalar>& v, Index out_rows, Index out_cols, bool vectors) const noexcept {
-    const auto arg_problem = [vectors](const char* arg, Index r, Index c, Index er, Index ec, const char* rule,
-                                       const char* vector_rule) {
-      return vectors ? detail::size_problem(arg, c, ec, vector_rule) : detail::shape_problem(arg, r, c, er, ec, rule);
-    };
-    const Index n = q.rows(), d = s.key_dim(), dv = s.value_dim();
+    const Index d = s.key_dim(), dv = s.value_dim();
     if (s.capacity() != cfg_.pool)  // a count: reported as a value, not as a [capacity x d] shape
       return detail::value_problem(Status::shape_mismatch, "state.capacity()", s.capacity(), "", cfg_.pool,
                                    "config.pool: the state must come from make_state(d, dv) of this attention");
@@ -308,22 +304,7 @@ class TramsAttention {
     if (score_.key_dim() > 0 && score_.key_dim() != d)
       return detail::value_problem(Status::shape_mismatch, "score.key_dim()", score_.key_dim(), "", d,
                                    "the score's W_Q has one row per key entry: the state's key width");
-    if (auto p = arg_problem("q", q.rows(), q.cols(), n, d, "q.cols() must equal the state's key width",
-                             "the state's key width"))
-      return p;
-    if (auto p = arg_problem("k", k.rows(), k.cols(), n, d, "one key per query, of the state's key width",
-                             "the state's key width"))
-      return p;
-    if (auto p = arg_problem("v", v.rows(), v.cols(), n, dv, "one value per query, of the state's value width",
-                             "the state's value width"))
-      return p;
-    if (auto p = arg_problem("out", out_rows, out_cols, n, dv, "the output buffer holds one row per query",
-                             "the state's value width"))
-      return p;
-    if (auto p = detail::finite_problem("q", q)) return p;
-    if (auto p = detail::finite_problem("k", k)) return p;
-    if (auto p = detail::finite_problem("v", v)) return p;
-    return {};
+    return detail::segment_problem(q, k, v, out_rows, out_cols, d, dv, vectors);
   }
 
   template <class Bias>
@@ -334,7 +315,7 @@ class TramsAttention {
     std::vector<Index>& a = s.order_;
     select_into(s, a);
     const Index m = Index(a.size()), keys = m + n;
-    // The kept set as one-hot slots of a memory [kept ; segment], read by the core's softmax.
+    // The kept set gathered ahead of the segment: [kept ; segment], read by kernel::kept_read.
     s.gather_keys_.resize(keys, d);
     s.gather_values_.resize(keys, dv);
     for (Index j = 0; j < m; ++j) {
@@ -343,19 +324,14 @@ class TramsAttention {
     }
     s.gather_keys_.bottomRows(n) = k;
     s.gather_values_.bottomRows(n) = v;
-    s.logits_.resize(n, keys);
-    // Scaled after the product: a scaled query inside it would be an Eigen temporary per step.
-    s.logits_.noalias() = q * s.gather_keys_.transpose();
-    s.logits_ *= scale(d);
-    if constexpr (!std::is_same<Bias, NoBias>::value) {
+    if constexpr (std::is_same<Bias, NoBias>::value) {
+      kernel::kept_read<Scalar>(q, s.gather_keys_, s.gather_values_, m, scale(d), s.logits_, out, kernel::NoBias{});
+    } else {
       Eigen::Matrix<std::int64_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> dist(n, keys);
       fill_distances(s, a, n, dist);
-      for (Index i = 0; i < n; ++i)
-        for (Index j = 0; j < m + i + 1; ++j) s.logits_(i, j) += static_cast<Scalar>(bias(i, dist(i, j)));
+      const auto add = [&](Index i, Index j, Scalar& logit) { logit += static_cast<Scalar>(bias(i, dist(i, j))); };
+      kernel::kept_read<Scalar>(q, s.gather_keys_, s.gather_values_, m, scale(d), s.logits_, out, add);
     }
-    for (Index i = 0; i < n; ++i)  // query i reads the kept tokens and segment tokens 0..i
-      kernel::softmax_slots(s.logits_.row(i).data(), keys, nullptr, false, kernel::SlotRange{0, m + i + 1});
-    out.noalias() = s.logits_ * s.gather_values_;
     for (Index i = 0; i < n; ++i) s.push(k.row(i).data(), v.row(i).data(), score_(k.row(i).data(), d));
   }
 
