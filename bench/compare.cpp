@@ -74,10 +74,12 @@ rows: softmax (exact) is abc::SoftmaxAttention, the reference every error is mea
 Every other row is abc::BoundedAttention with one control (docs/operators/) and n slots, except
 identity (one slot per token: exact attention through the bounded machinery, so its error is
 rounding only), trams (TRAMS proper, a pool of 2n tokens read n at a time, fed in segments of 64),
-h2o (H2O: n tokens kept, n/2 recent and n/2 by accumulated attention, decoded a token at a time;
-causal only, as trams) and rfa D=64 / D=256 (random feature attention: 2D slots). Slot counts: window, mlp, gsa,
-linformer, random slot, compressive, global tokens, cluster, top-k eviction: n; concat: n/2
-global tokens + a window of n/2; dilated r=2: two ring buffers of n/2.
+h2o (H2O: n tokens kept, n/2 recent and n/2 by accumulated attention) and sinks (StreamingLLM:
+the 4 first tokens and the n - 4 newest), both decoded a token at a time (a step reads the n kept
+tokens and itself) and causal only, as trams, and rfa D=64 / D=256 (random feature attention: 2D
+slots). Slot counts: window, mlp, gsa, linformer, random slot, compressive, global tokens,
+cluster, top-k eviction: n; concat: n/2 global tokens + a window of n/2; dilated r=2: two ring
+buffers of n/2.
 
 columns:
   time ms      median wall time of the whole sequence in one call, one thread.
@@ -512,7 +514,7 @@ int run(const Config& cfg) {
     rows.push_back(r);
     // H2O (not a control): n tokens kept, n/2 recent and n/2 heavy hitters by accumulated attention
     // mass, decoded a token at a time (each step reads the kept tokens and itself, then evicts one).
-    abc::select::HeavyHitterAttention<float> h2o({n - half, half});
+    abc::select::HeavyHitterAttention<float> h2o(abc::select::HeavyHitterConfig{n - half, half});
     auto cache = h2o.make_state(d, dv);
     abc::Vector<float> o(dv);
     Row h{"h2o (n)"};
@@ -526,6 +528,22 @@ int run(const Config& cfg) {
     h.bytes = cache.bytes();
     errors(h, out, exact);
     rows.push_back(h);
+    // Attention sinks (StreamingLLM): the 4 first tokens and a window of the n - 4 newest, decoded
+    // a token at a time.
+    const Index sink_count = std::min<Index>(4, n - 1);
+    abc::select::SinkAttention<float> sinks(abc::select::SinkConfig{sink_count, n - sink_count});
+    auto sink_cache = sinks.make_state(d, dv);
+    Row sk{"sinks (n)"};
+    sk.ms = median_ms(cfg.repeat, [&] {
+      sink_cache.reset();
+      for (Index t = 0; t < N; ++t) {
+        sinks.step_into(sink_cache, q.row(t), k.row(t), v.row(t), o);
+        out.row(t) = o.transpose();
+      }
+    });
+    sk.bytes = sink_cache.bytes();
+    errors(sk, out, exact);
+    rows.push_back(sk);
   }
   // RFA reads unit-norm q and k (the feature maps' default) and tends to softmax(σ² q̂·k̂) as D
   // grows: σ² = mean|q|·mean|k|/√d puts that temperature at the workload's mean logit scale

@@ -11,10 +11,11 @@
 //  - TRAMS: a segment equals the same tokens fed one step at a time, to rounding, when every token
 //    is kept (recent ≥ pool: the selection is then independent of the scores);
 //  - GMAT: forward's main rows equal forward_main's bit for bit;
-//  - H2O (select::HeavyHitterAttention, fuzz-chosen heavy and recent, a cache of another budget):
-//    a failed call leaves the cache bit-identical; a segment equals its steps while nothing is
-//    evicted; masses are never negative and grow by at most one per query (exactly one while
-//    nothing is evicted); kept positions increase and the newest `recent` are the stream's last.
+//  - KV caches (select::KvCacheAttention with H2O, attention sinks or SnapKV, fuzz-chosen sizes
+//    including hostile ones): a failed call leaves the cache bit-identical; a segment equals its
+//    steps while nothing is evicted; kept positions increase and the newest `recent` are the
+//    stream's last; H2O's masses are never negative and grow by at most one per query (exactly one
+//    while nothing is evicted).
 #include <abc/abc.hpp>
 
 #include "fuzz.hpp"
@@ -164,35 +165,37 @@ void trams(Reader& in) {
   }
 }
 
-// Everything an H2O cache holds, compared bit for bit (masses too: a failed call adds none).
+// Everything a KV cache holds, compared bit for bit (scores too: a failed call changes none).
 template <class State>
 bool same_cache(const State& a, const State& b) {
   if (a.size() != b.size() || a.position() != b.position() || a.capacity() != b.capacity()) return false;
   for (Index i = 0; i < a.size(); ++i) {
     if (a.key(i) != b.key(i) || a.value(i) != b.value(i)) return false;  // finite: == is bitwise up to ±0
-    if (a.mass(i) != b.mass(i) || a.token_position(i) != b.token_position(i)) return false;
+    if (a.score(i) != b.score(i) || a.token_position(i) != b.token_position(i)) return false;  // never NaN
   }
   return true;
 }
 
-template <class T>
-void h2o(Reader& in) {
-  using H2O = abc::select::HeavyHitterAttention<T>;
+// A KvCacheAttention with `policy`, driven by segments and steps, on its own cache or on one made
+// with `other` (another budget); `masses`: H2O's scores are attention masses, whose totals are
+// checked.
+template <class Policy>
+void kv_cache(Reader& in, const Policy& policy, const Policy& other, bool masses) {
+  using T = typename Policy::scalar_type;
+  using Cache = abc::select::KvCacheAttention<Policy>;
   const Index d = in.index(1, 6), dv = in.index(1, 6);
-  abc::select::HeavyHitterConfig cfg;
-  cfg.heavy = hostile_size(in);
-  cfg.recent = hostile_size(in);
-  std::optional<H2O> made, other;
-  if (throws([&] { made.emplace(cfg); })) return;
-  if (cfg.heavy + cfg.recent > (Index(1) << 20)) return;  // too large to allocate: the allocator's to refuse
-  const H2O& attn = *made;
-  typename H2O::State s;
+  std::optional<Cache> made, made_other;
+  if (throws([&] { made.emplace(policy); })) return;
+  if (made->budget() > (Index(1) << 20)) return;  // too large to allocate: the allocator's to refuse
+  const Cache& attn = *made;
+  typename Cache::State s;
   if (in.byte() & 1) {
     if (throws([&] { s = attn.make_state(d, dv); })) return;
-  } else {  // a cache of another budget
-    if (throws([&] { other.emplace(abc::select::HeavyHitterConfig{in.index(0, 4), in.index(1, 4)}); })) return;
-    if (throws([&] { s = other->make_state(in.index(1, 6), dv); })) return;
+  } else {
+    if (throws([&] { made_other.emplace(other); })) return;
+    if (throws([&] { s = made_other->make_state(in.index(1, 6), dv); })) return;
   }
+  const Index recent = policy.recent();
   const int calls = in.byte() % 6;
   for (int c = 0; c < calls; ++c) {
     const Index n = in.index(0, 5);
@@ -202,16 +205,16 @@ void h2o(Reader& in) {
     double mass_before = 0;
     for (Index i = 0; i < s.size(); ++i) {
       bound = std::max({bound, max_abs(abc::Matrix<T>(s.key(i))), max_abs(abc::Matrix<T>(s.value(i)))});
-      mass_before += s.mass(i);
+      mass_before += s.score(i);
     }
-    const typename H2O::State before = s;
+    const typename Cache::State before = s;
     abc::Matrix<T> out;
     bool t = false;
     if (in.byte() & 1) {
       t = throws([&] { out = attn.segment(s, q, k, v); });
-      // Nothing evicted: a segment reads what n steps read, and masses add up alike.
+      // Nothing evicted: a segment reads what n steps read.
       if (!t && bound <= 100 && n > 0 && before.size() + n <= before.capacity()) {
-        typename H2O::State r = before;
+        typename Cache::State r = before;
         for (Index i = 0; i < n; ++i) {
           const abc::Vector<T> o = attn.step(r, q.row(i).transpose(), k.row(i).transpose(), v.row(i).transpose());
           const double tol = (std::is_same<T, float>::value ? 1e-3 : 1e-9) * (1 + bound);
@@ -229,26 +232,47 @@ void h2o(Reader& in) {
       ABC_FUZZ_REQUIRE(same_cache(s, before));
       continue;
     }
-    // Each query hands out a mass of 1 over what it reads: the kept masses grow by at most the
-    // queries (exactly, when nothing left), are never negative, and positions stay in order with
-    // the newest `recent` tokens last.
+    // Positions stay in order with the newest `recent` tokens last, and the cache holds what it may.
     const Index queries = out.rows();
+    for (Index i = 1; i < s.size(); ++i) ABC_FUZZ_REQUIRE(s.token_position(i - 1) < s.token_position(i));
+    const Index newest = std::min(recent, s.size());
+    for (Index i = s.size() - newest; i < s.size(); ++i)
+      ABC_FUZZ_REQUIRE(s.token_position(i) == s.position() - (s.size() - i));
+    ABC_FUZZ_REQUIRE(s.size() == std::min(before.size() + queries, s.capacity()));
+    const double cap = std::is_same<T, float>::value ? 1e6 : 1e30;
+    if (bound <= cap) ABC_FUZZ_REQUIRE(max_abs(out) < std::numeric_limits<double>::infinity());
+    if (!masses) continue;
+    // H2O: each query hands out a mass of 1 over what it reads: the kept masses grow by at most the
+    // queries (exactly, when nothing left) and are never negative.
     double mass_after = 0;
     for (Index i = 0; i < s.size(); ++i) {
-      ABC_FUZZ_REQUIRE(s.mass(i) >= 0);
-      mass_after += s.mass(i);
-      if (i > 0) ABC_FUZZ_REQUIRE(s.token_position(i - 1) < s.token_position(i));
+      ABC_FUZZ_REQUIRE(s.score(i) >= 0);
+      mass_after += s.score(i);
     }
-    const double cap = std::is_same<T, float>::value ? 1e6 : 1e30;
     ABC_FUZZ_REQUIRE(mass_after <= mass_before + double(queries) + 1e-4 * (1 + mass_before));
     // (A query whose every logit overflowed reads nothing and hands out no mass: moderate inputs only.)
     if (bound <= cap && before.size() + queries <= s.capacity())
       ABC_FUZZ_REQUIRE(std::abs(mass_after - mass_before - double(queries)) <= 1e-4 * (1 + mass_before));
-    const Index newest = std::min(cfg.recent, s.size());
-    for (Index i = s.size() - newest; i < s.size(); ++i)
-      ABC_FUZZ_REQUIRE(s.token_position(i) == s.position() - (s.size() - i));
-    ABC_FUZZ_REQUIRE(s.size() == std::min(before.size() + queries, s.capacity()));
-    if (bound <= cap) ABC_FUZZ_REQUIRE(max_abs(out) < std::numeric_limits<double>::infinity());
+  }
+}
+
+template <class T>
+void kv_cache(Reader& in) {
+  using namespace abc::select;
+  const std::uint8_t which = in.byte() % 3;
+  const Index a = hostile_size(in), b = hostile_size(in), a2 = in.index(0, 4), b2 = in.index(1, 4);
+  if (which == 0) {
+    std::optional<HeavyHitters<T>> p;
+    if (!throws([&] { p.emplace(HeavyHitterConfig{a, b}); }))
+      kv_cache(in, *p, HeavyHitters<T>(HeavyHitterConfig{a2, b2}), true);
+  } else if (which == 1) {
+    std::optional<AttentionSinks<T>> p;
+    if (!throws([&] { p.emplace(SinkConfig{a, b}); })) kv_cache(in, *p, AttentionSinks<T>(SinkConfig{a2, b2}), false);
+  } else {
+    const SnapKvConfig cfg{a, b, hostile_size(in), (in.byte() & 1) ? Pooling::max : Pooling::average, hostile_size(in)};
+    std::optional<SnapKv<T>> p;
+    if (!throws([&] { p.emplace(cfg); }))
+      kv_cache(in, *p, SnapKv<T>(SnapKvConfig{b2 + 1, b2, 1, Pooling::max, a2}), false);
   }
 }
 
@@ -305,8 +329,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 1: trams<double>(in); break;
       case 2: gmat<float>(in); break;
       case 3: gmat<double>(in); break;
-      case 4: h2o<float>(in); break;
-      default: h2o<double>(in);
+      case 4: kv_cache<float>(in); break;
+      default: kv_cache<double>(in);
     }
   } catch (...) {
     __builtin_trap();  // only the harness's own calls may throw, and they are caught

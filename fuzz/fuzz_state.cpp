@@ -10,8 +10,8 @@
 // Controls: ABC-MLP, sliding window, TRAMS top-k eviction (integer slot positions, scores that
 // overflow to +inf), and global tokens + a gated top-k eviction (per-part slot-state rules). And
 // select::load_state on TRAMS pools (fuzz-chosen pool, recent, top-k and score, wrapped rings) and
-// H2O caches (fuzz-chosen heavy and recent, evicting) with the same invariants; their blobs are
-// refused by abc::load_state, and a loaded cache continues.
+// KV caches (H2O, attention sinks, SnapKV; fuzz-chosen sizes, evicting) with the same invariants;
+// their blobs are refused by abc::load_state, and a loaded cache continues.
 #include <abc/abc.hpp>
 #include <abc/select/state_io.hpp>
 #include <abc/state_io.hpp>
@@ -102,7 +102,7 @@ void run(const Control& ctl, std::uint8_t mode, Reader& in) {
   if (attn.validate_step(dst, q, q, v) == abc::Status::ok) (void)attn.step(dst, q, q, v);
 }
 
-// A selection cache (TRAMS pool or H2O cache) of `attn`: fed by steps, saved, corrupted, loaded.
+// A selection cache (TRAMS pool or KV cache) of `attn`: fed by steps, saved, corrupted, loaded.
 template <class Attn>
 void run_select(const Attn& attn, std::uint8_t mode, Reader& in) {
   using T = typename Attn::scalar_type;
@@ -156,9 +156,17 @@ void run_trams(std::uint8_t mode, Reader& in) {
   run_select(abc::select::TramsAttention<T>(abc::select::TramsConfig{pool, recent, topk}, score), mode, in);
 }
 
-void run_h2o(std::uint8_t mode, Reader& in) {
-  const Index heavy = in.byte() % 4, recent = 1 + in.byte() % 3 - (heavy > 0 ? 1 : 0);
-  run_select(abc::select::HeavyHitterAttention<double>(abc::select::HeavyHitterConfig{heavy, recent}), mode, in);
+void run_kv_cache(std::uint8_t mode, Reader& in) {
+  using namespace abc::select;
+  const Index a = in.byte() % 4, b = 1 + in.byte() % 3 - (a > 0 ? 1 : 0);  // a budget of at least 1
+  switch (in.byte() % 3) {
+    case 0: run_select(HeavyHitterAttention<double>(HeavyHitterConfig{a, b}), mode, in); break;
+    case 1: run_select(SinkAttention<float>(SinkConfig{a, b}), mode, in); break;
+    default: {
+      const Pooling pooling = (in.byte() & 1) ? Pooling::max : Pooling::average;
+      run_select(SnapKvAttention<double>(SnapKvConfig{a + 1, 1, 1 + 2 * (in.byte() % 3), pooling, b}), mode, in);
+    }
+  }
 }
 
 }  // namespace
@@ -177,7 +185,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 5: run(TopKEviction<float>{abc::Slots{4}, 2, abc::select::KeyScore<float>::norm()}, mode, in); break;
       case 7:
         if (in.byte() & 1)
-          run_h2o(mode, in);
+          run_kv_cache(mode, in);
         else
           run_trams(mode, in);
         break;

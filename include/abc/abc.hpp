@@ -41,7 +41,10 @@
 #include "feature/projection.hpp"
 #include "feature/random_fourier.hpp"
 
-#include "select/heavy_hitter_attention.hpp"
+#include "select/attention_sinks.hpp"
+#include "select/heavy_hitters.hpp"
 #include "select/key_score.hpp"
+#include "select/kv_cache_attention.hpp"
+#include "select/snap_kv.hpp"
 #include "select/trams_attention.hpp"
 #include "select/state_io.hpp"

@@ -117,15 +117,18 @@ TEMPLATE_TEST_CASE("TRAMS step_into allocates nothing once its pool is full", "[
   REQUIRE(allocations_in_steps(abc::select::TramsAttention<T>(original, score), q, k, v, pool + 1) == 0);
 }
 
-// An H2O cache is sized for a step by make_state: no step allocates, while it fills or once it
-// evicts.
-TEMPLATE_TEST_CASE("H2O step_into allocates nothing", "[allocations][step][h2o]", float, double) {
+// A KV cache is sized for a step by make_state: no step allocates, while it fills or once it
+// evicts, whatever the policy.
+TEMPLATE_TEST_CASE("KV cache step_into allocates nothing", "[allocations][step][h2o][sinks][snapkv]", float, double) {
   using T = TestType;
+  using namespace abc::select;
   const abc::Index d = 16, dv = 8, N = 40;
   auto q = ref::random<T>(N, d, 21), k = ref::random<T>(N, d, 22), v = ref::random<T>(N, dv, 23);
-  REQUIRE(allocations_in_steps(abc::select::HeavyHitterAttention<T>({6, 5}), q, k, v) == 0);
-  REQUIRE(allocations_in_steps(abc::select::HeavyHitterAttention<T>({0, 3}), q, k, v) == 0);
-  REQUIRE(allocations_in_steps(abc::select::HeavyHitterAttention<T>({4, 0}), q, k, v) == 0);
+  REQUIRE(allocations_in_steps(HeavyHitterAttention<T>(HeavyHitterConfig{6, 5}), q, k, v) == 0);
+  REQUIRE(allocations_in_steps(HeavyHitterAttention<T>(HeavyHitterConfig{0, 3}), q, k, v) == 0);
+  REQUIRE(allocations_in_steps(HeavyHitterAttention<T>(HeavyHitterConfig{4, 0}), q, k, v) == 0);
+  REQUIRE(allocations_in_steps(SinkAttention<T>(SinkConfig{4, 6}), q, k, v) == 0);
+  REQUIRE(allocations_in_steps(SnapKvAttention<T>(SnapKvConfig{8, 4, 3, Pooling::average, 4}), q, k, v) == 0);
 }
 
 TEMPLATE_TEST_CASE("the allocation guards see what they guard", "[allocations][step]", float, double) {

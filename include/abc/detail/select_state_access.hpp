@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
-// abc: bounded-memory attention. Serialisation's doors to the selection caches (TRAMS, H2O).
+// abc: bounded-memory attention. Serialisation's doors to the selection caches (TRAMS pools, KV caches).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-#include "../select/heavy_hitter_attention.hpp"
+#include "../select/kv_cache_attention.hpp"
 #include "../select/trams_attention.hpp"
 #include "blob.hpp"
 #include "check.hpp"
@@ -36,25 +36,25 @@ struct TramsStateAccess {
   }
 };
 
-// A cache is written and read back oldest token first, each with its mass and position: that is
+// A cache is written and read back oldest token first, each with its score and position: that is
 // its whole value (the rows after size() are work space).
-struct HeavyHitterStateAccess {
-  template <class T>
-  static typename select::HeavyHitterAttention<T>::State empty(Index budget, Index d, Index dv) {
-    return typename select::HeavyHitterAttention<T>::State(budget, d, dv);
+struct KvCacheStateAccess {
+  template <class Policy>
+  static typename select::KvCacheAttention<Policy>::State empty(Index budget, Index d, Index dv) {
+    return typename select::KvCacheAttention<Policy>::State(budget, d, dv);
   }
   // Appends a kept token as the cache's newest. Unchecked: the cache holds fewer than its budget.
-  template <class T>
-  static void append(typename select::HeavyHitterAttention<T>::State& s, const T* k, const T* v, double mass,
+  template <class Policy, class T>
+  static void append(typename select::KvCacheAttention<Policy>::State& s, const T* k, const T* v, double score,
                      std::int64_t position) {
     const Index r = s.size_++;
     s.keys_.row(r) = Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(k, s.keys_.cols());
     s.values_.row(r) = Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(v, s.values_.cols());
-    s.mass_[std::size_t(r)] = mass;
+    s.score_[std::size_t(r)] = score;
     s.pos_[std::size_t(r)] = position;
   }
-  template <class T>
-  static void set_position(typename select::HeavyHitterAttention<T>::State& s, std::int64_t position) {
+  template <class Policy>
+  static void set_position(typename select::KvCacheAttention<Policy>::State& s, std::int64_t position) {
     s.next_ = position;
   }
 };

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// abc: bounded-memory attention. select::save_state / select::load_state: a TRAMS pool or an H2O
-// cache as a versioned binary blob.
+// abc: bounded-memory attention. select::save_state / select::load_state: a TRAMS pool or a KV
+// cache (H2O, attention sinks, SnapKV) as a versioned binary blob.
 #pragma once
 
 #include <cmath>
@@ -13,8 +13,8 @@
 #include "../detail/select_state_access.hpp"
 #include "../error.hpp"
 #include "../types.hpp"
-#include "heavy_hitter_attention.hpp"
 #include "key_score.hpp"
+#include "kv_cache_attention.hpp"
 #include "trams_attention.hpp"
 
 ABC_NAMESPACE_BEGIN
@@ -22,9 +22,6 @@ namespace select {
 
 /// The tag a TRAMS pool carries in a blob (where a BoundedAttention state carries its control's).
 inline constexpr const char* trams_state_tag = "abc::select::TramsAttention";
-
-/// The tag an H2O cache carries in a blob.
-inline constexpr const char* heavy_hitter_state_tag = "abc::select::HeavyHitterAttention";
 
 /// The widest key or value a selection blob may hold: a loaded cache allocates its whole budget of
 /// rows of this width before any token is read, so the width is bounded by what a head can be, not
@@ -128,25 +125,27 @@ void load_state(const TramsAttention<Scalar>& attn, const std::vector<std::uint8
 }
 
 /**
- * \brief Serialises the H2O cache `state` of `attn` to a versioned, little-endian binary blob.
+ * \brief Serialises the KV cache `state` of `attn` to a versioned, little-endian binary blob.
  *
- * Layout: the header of every abc state blob with the tag "abc::select::HeavyHitterAttention"; u64
- * heavy, recent, d, dv, size (tokens kept), position (tokens consumed); then the size() kept tokens,
- * oldest first, each as key [d] and value [dv] (IEEE bit patterns of the scalar), its accumulated
- * mass (f64) and its stream position (i64); u64 FNV-1a checksum of everything before it.
+ * Layout: the header of every abc state blob with the policy's tag (Policy::tag(), e.g.
+ * "abc::select::HeavyHitters"); u64 selected, recent, d, dv, size (tokens kept), position (tokens
+ * consumed); then the size() kept tokens, oldest first, each as key [d] and value [dv] (IEEE bit
+ * patterns of the scalar), its score (f64) and its stream position (i64); u64 FNV-1a checksum of
+ * everything before it.
  * \throws config_error if `state` is not a cache of this attention (its capacity is not the budget).
  */
-template <class Scalar>
-std::vector<std::uint8_t> save_state(const HeavyHitterAttention<Scalar>& attn,
-                                     const typename HeavyHitterAttention<Scalar>::State& state) {
+template <class Policy>
+std::vector<std::uint8_t> save_state(const KvCacheAttention<Policy>& attn,
+                                     const typename KvCacheAttention<Policy>::State& state) {
+  using Scalar = typename Policy::scalar_type;
   if (state.capacity() != attn.budget())
     detail::raise("abc::select::save_state",
                   detail::value_problem(Status::bad_config, "state.capacity()", state.capacity(), "", attn.budget(),
-                                        "config.heavy + config.recent: the state must come from make_state(d, dv) "
-                                        "of this attention"));
+                                        "selected + recent: the state must come from make_state(d, dv) of this "
+                                        "attention"));
   detail::Writer w;
-  detail::write_blob_header(w, sizeof(Scalar), heavy_hitter_state_tag);
-  for (const std::int64_t x : {std::int64_t(attn.config().heavy), std::int64_t(attn.config().recent),
+  detail::write_blob_header(w, sizeof(Scalar), Policy::tag());
+  for (const std::int64_t x : {std::int64_t(attn.policy().selected()), std::int64_t(attn.policy().recent()),
                                std::int64_t(state.key_dim()), std::int64_t(state.value_dim()),
                                std::int64_t(state.size()), state.position()})
     w.u64(std::uint64_t(x));
@@ -154,7 +153,7 @@ std::vector<std::uint8_t> save_state(const HeavyHitterAttention<Scalar>& attn,
     const auto k = state.key(age), v = state.value(age);
     for (Index j = 0; j < k.size(); ++j) w.scalar(k(j));
     for (Index j = 0; j < v.size(); ++j) w.scalar(v(j));
-    w.scalar(state.mass(age));
+    w.scalar(state.score(age));
     w.u64(std::uint64_t(state.token_position(age)));
   }
   w.u64(detail::fnv1a(w.bytes.data(), w.bytes.size()));
@@ -162,65 +161,66 @@ std::vector<std::uint8_t> save_state(const HeavyHitterAttention<Scalar>& attn,
 }
 
 /**
- * \brief Restores an H2O cache blob written by select::save_state into `dst`, for use with `attn`.
+ * \brief Restores a KV cache blob written by select::save_state into `dst`, for use with `attn`.
  *
- * Everything is checked before `dst` is touched: the header, heavy and recent (the attention's),
- * the key and value widths (`dst`'s unless `dst` is default-constructed; at most
- * select_blob_max_width), the token count (at most the budget) and position (< 2^62), the exact
- * length, and that the tokens are ones this cache could hold: finite keys and values, positions
- * increasing and before the stream's position, the newest min(recent, size) of them the stream's
- * last tokens, masses finite and in [0, position + 1]. Any mismatch throws config_error naming it,
- * and `dst` is left as it was.
+ * Everything is checked before `dst` is touched: the header (the tag is the policy's), selected
+ * and recent (the attention's policy's), the key and value widths (`dst`'s unless `dst` is
+ * default-constructed; at most select_blob_max_width), the token count (at most the budget) and
+ * position (< 2^62), the exact length, and that the tokens are ones this cache could hold: finite
+ * keys and values, positions increasing and before the stream's position, the newest
+ * min(recent, size) of them the stream's last tokens, and each score one the policy could have
+ * given (Policy::score_problem; never NaN). Any mismatch throws config_error naming it, and `dst`
+ * is left as it was.
  */
-template <class Scalar>
-void load_state(const HeavyHitterAttention<Scalar>& attn, const std::uint8_t* data, std::size_t size,
-                typename HeavyHitterAttention<Scalar>::State& dst) {
+template <class Policy>
+void load_state(const KvCacheAttention<Policy>& attn, const std::uint8_t* data, std::size_t size,
+                typename KvCacheAttention<Policy>::State& dst) {
+  using Scalar = typename Policy::scalar_type;
   constexpr const char* who = "abc::select::load_state";
   const auto blob_error = [](const std::string& what) { detail::blob_error(who, what); };
   const auto str = [](auto x) { return std::to_string(x); };
-  detail::Reader r = detail::read_blob_header(who, data, size, sizeof(Scalar), heavy_hitter_state_tag);
-  const std::uint64_t heavy = r.u64(), recent = r.u64(), d = r.u64(), dv = r.u64(), tokens = r.u64(), pos = r.u64();
+  detail::Reader r = detail::read_blob_header(who, data, size, sizeof(Scalar), Policy::tag());
+  const std::uint64_t selected = r.u64(), recent = r.u64(), d = r.u64(), dv = r.u64(), tokens = r.u64(), pos = r.u64();
   if (!r.ok) blob_error("truncated header");
-  const HeavyHitterConfig& cfg = attn.config();
-  if (heavy != std::uint64_t(cfg.heavy) || recent != std::uint64_t(cfg.recent))
-    blob_error("heavy is " + str(heavy) + " and recent " + str(recent) + ", expected " + str(cfg.heavy) + " and " +
-               str(cfg.recent) + " (the attention's config)");
+  const Policy& policy = attn.policy();
+  if (selected != std::uint64_t(policy.selected()) || recent != std::uint64_t(policy.recent()))
+    blob_error("selected is " + str(selected) + " and recent " + str(recent) + ", expected " +
+               str(policy.selected()) + " and " + str(policy.recent()) + " (the attention's policy)");
   const std::uint64_t budget = std::uint64_t(attn.budget());
   detail::check_select_blob(
-      who, {d, dv, tokens, pos}, dst.key_dim(), dst.value_dim(), budget, "heavy + recent", budget + 1,
+      who, {d, dv, tokens, pos}, dst.key_dim(), dst.value_dim(), budget, "selected + recent", budget + 1,
       std::uint64_t(select_blob_max_width),
       [](std::uint64_t dk, std::uint64_t dvk) { return (dk + dvk) * sizeof(Scalar) + 16; }, r.at, size);
-  auto s = detail::HeavyHitterStateAccess::empty<Scalar>(Index(budget), Index(d), Index(dv));
+  auto s = detail::KvCacheStateAccess::empty<Policy>(Index(budget), Index(d), Index(dv));
   Vector<Scalar> k(static_cast<Index>(d)), v(static_cast<Index>(dv));
   const std::uint64_t recent_kept = std::min(recent, tokens);
   std::int64_t previous = -1;
   for (std::uint64_t age = 0; age < tokens; ++age) {
     for (Index j = 0; j < k.size(); ++j) k(j) = r.scalar<Scalar>();
     for (Index j = 0; j < v.size(); ++j) v(j) = r.scalar<Scalar>();
-    const double mass = r.scalar<double>();
+    const double score = r.scalar<double>();
     const auto at = static_cast<std::int64_t>(r.u64());
     const std::string token = "the token of age " + str(age);
     if (!(k.allFinite() && v.allFinite())) blob_error("the key or value of " + token + " is not finite");
-    if (!(mass >= 0 && mass <= double(pos) + 1))
-      blob_error("the mass of " + token + " is " + str(mass) + ", expected in [0, " + str(pos + 1) +
-                 "] (a sum of probabilities, one per query that read it)");
     if (at <= previous || at >= std::int64_t(pos))
       blob_error("the position of " + token + " is " + str(at) + ", expected in [" + str(previous + 1) + ", " +
                  str(pos) + ") (kept tokens are in stream order, before the stream's position)");
     if (age >= tokens - recent_kept && std::uint64_t(at) != pos - (tokens - age))
       blob_error("the position of " + token + " is " + str(at) + ", expected " + str(pos - (tokens - age)) +
-                 " (the newest " + str(recent_kept) + " kept tokens are the stream's last: config.recent)");
+                 " (the newest " + str(recent_kept) + " kept tokens are the stream's last: recent)");
+    const char* why = score != score ? "expected a number" : policy.score_problem(score, at, std::int64_t(pos));
+    if (why) blob_error("the score of " + token + " is " + str(score) + ", " + why);
     previous = at;
-    detail::HeavyHitterStateAccess::append<Scalar>(s, k.data(), v.data(), mass, at);
+    detail::KvCacheStateAccess::append<Policy>(s, k.data(), v.data(), score, at);
   }
-  detail::HeavyHitterStateAccess::set_position<Scalar>(s, std::int64_t(pos));
+  detail::KvCacheStateAccess::set_position<Policy>(s, std::int64_t(pos));
   dst = std::move(s);
 }
 
 /// As load_state(attn, data, size, dst), from a byte vector.
-template <class Scalar>
-void load_state(const HeavyHitterAttention<Scalar>& attn, const std::vector<std::uint8_t>& blob,
-                typename HeavyHitterAttention<Scalar>::State& dst) {
+template <class Policy>
+void load_state(const KvCacheAttention<Policy>& attn, const std::vector<std::uint8_t>& blob,
+                typename KvCacheAttention<Policy>::State& dst) {
   load_state(attn, blob.data(), blob.size(), dst);
 }
 

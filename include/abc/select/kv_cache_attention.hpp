@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: MIT
-// abc: bounded-memory attention. select::HeavyHitterAttention, a KV cache that keeps the recent
-// tokens and the heavy hitters: the older tokens with the largest accumulated attention mass (H2O).
+// abc: bounded-memory attention. select::KvCacheAttention, a KV cache of a fixed number of tokens
+// for softmax attention, kept by a policy's score (H2O, attention sinks, SnapKV).
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../detail/check.hpp"
@@ -17,50 +21,80 @@
 
 ABC_NAMESPACE_BEGIN
 namespace detail {
-struct HeavyHitterStateAccess;  // serialisation's door to a cache (abc/select/state_io.hpp)
+struct KvCacheStateAccess;  // serialisation's door to a cache (abc/select/state_io.hpp)
+// A cache policy's config_type, or a type no caller can name when it has none.
+struct NoCacheConfig {};
+template <class P, class = void>
+struct cache_config_of {
+  using type = NoCacheConfig;
+};
+template <class P>
+struct cache_config_of<P, std::void_t<typename P::config_type>> {
+  using type = typename P::config_type;
+};
 }  // namespace detail
 namespace select {
 
-/// Sizes of an H2O cache. The paper splits its budget equally between heavy hitters and recent
-/// tokens; the defaults keep 128 of each.
-struct HeavyHitterConfig {
-  Index heavy = 128;   ///< older tokens kept by accumulated attention mass
-  Index recent = 128;  ///< the newest tokens, always kept
-  double scale = 0.0;  ///< softmax scale; 0 means 1/sqrt(d)
+/**
+ * \brief What a cache policy sees after a read: the probabilities `p` [n × (m + n)] of the
+ * segment's n queries over the m kept tokens and the segment's own (row i reads columns
+ * [0, m + i]; the rest are 0), and the stream positions of those m + n tokens, in stream order.
+ */
+template <class Scalar>
+struct CacheRead {
+  /// The probabilities, one row per query of the segment.
+  Eigen::Map<const Matrix<Scalar>> p;
+  /// Kept tokens before the segment (its first column of the segment's own tokens).
+  Index kept;
+  /// Tokens in the segment.
+  Index segment;
+  /// The stream position of each of the kept + segment tokens.
+  const std::int64_t* positions;
 };
 
 /**
- * \brief H2O (Zhang et al. 2023): a KV cache of at most `heavy + recent` tokens that keeps the
- * `recent` newest tokens and, among the older ones, the `heavy` with the largest accumulated
- * attention mass: the sum, over every query that has read a token, of the probability it gave it.
+ * \brief A KV cache of at most `selected + recent` tokens for exact softmax attention, kept by a
+ * policy's score: the `recent` newest tokens always, and among the older ones the `selected` with
+ * the highest score.
  *
  * A segment of n tokens reads as a prefill: query i attends to every kept token and to segment
- * tokens 0..i (exact softmax attention, kernel::kept_read); the probabilities of all n queries are
- * then added to the masses of the tokens they read (a new token's included), and the cache is cut
- * back to its budget. `step` is a segment of one token, so a decode loop reads `heavy + recent`
- * kept tokens and the new one, then evicts one. The cut keeps the `recent` newest tokens whatever
- * their mass; among the rest it drops the smallest masses, and of equal masses the older token
- * goes first. With `recent` = 0 a new token competes with the others at once.
+ * tokens 0..i (kernel::kept_read). The policy then updates the scores of all kept and segment
+ * tokens from the read's probabilities (a segment token starts at 0), and the cache is cut back to
+ * its budget: the `recent` newest stay, of the older tokens the lowest scores go, and of equal
+ * scores the older token goes first. `step` is a segment of one token, so a decode loop reads the
+ * kept tokens and the new one, then evicts one.
  *
- * Masses are accumulated in double, so a float and a double cache fed the same probabilities rank
- * alike. Kept tokens stay in stream order; `token_position(age)` gives each one's original position
- * for the caller's positional encoding (keys are stored as given, e.g. already rotated).
+ * The policy states its rule and nothing else (select/heavy_hitters.hpp, attention_sinks.hpp,
+ * snap_kv.hpp; docs/operators/kv_cache.md): `using scalar_type`; `Index selected() const` and
+ * `Index recent() const`; `void update(const CacheRead<scalar_type>&, double* scores) const`,
+ * which rewrites the scores of the kept + segment tokens after a read;
+ * `const char* score_problem(double score, std::int64_t token, std::int64_t stream) const`, the
+ * rule a saved score must satisfy (nullptr when it does); and `static std::string tag()`, its name
+ * in blobs.
  *
- * \tparam Scalar float or double.
+ * Scores are doubles, so a float and a double cache rank alike. Kept tokens stay in stream order;
+ * `token_position(age)` gives each one's original position for the caller's positional encoding
+ * (keys are stored as given, e.g. already rotated).
+ *
+ * \tparam Policy the cache policy, e.g. HeavyHitters<float>.
  */
-template <class Scalar = float>
-class HeavyHitterAttention {
+template <class Policy>
+class KvCacheAttention {
  public:
   /// float or double.
+  using Scalar = typename Policy::scalar_type;
+  /// float or double.
   using scalar_type = Scalar;
+  /// The policy.
+  using policy_type = Policy;
 
-  /// The cache of one sequence and head: the kept tokens' keys, values, masses and positions, in
-  /// stream order. O((heavy + recent) · (d + dv)), flat in the stream's length.
+  /// The cache of one sequence and head: the kept tokens' keys, values, scores and positions, in
+  /// stream order. O((selected + recent) · (d + dv)), flat in the stream's length.
   class State {
    public:
     State() = default;
     Index size() const noexcept { return size_; }  ///< tokens kept, ≤ capacity
-    /// heavy + recent, the budget; 0 for a default-constructed State.
+    /// selected + recent, the budget; 0 for a default-constructed State.
     Index capacity() const noexcept { return budget_; }
     /// d, the key width.
     Index key_dim() const noexcept { return keys_.cols(); }
@@ -71,14 +105,14 @@ class HeavyHitterAttention {
     auto key(Index age) const { return keys_.row(age); }
     /// The value [dv] of the kept token of age `age`; unchecked: 0 ≤ age < size().
     auto value(Index age) const { return values_.row(age); }
-    /// The attention mass the kept token of age `age` has accumulated.
-    double mass(Index age) const { return mass_[std::size_t(age)]; }
+    /// The policy's score of the kept token of age `age` (H2O: its accumulated attention mass).
+    double score(Index age) const { return score_[std::size_t(age)]; }
     /// The stream position of the kept token of age `age`.
     std::int64_t token_position(Index age) const { return pos_[std::size_t(age)]; }
     /// Bytes of memory the cache holds, its read work space included.
     std::size_t bytes() const noexcept {
       return sizeof(Scalar) * std::size_t(keys_.size() + values_.size() + logits_.size()) +
-             mass_.size() * sizeof(double) + pos_.size() * sizeof(std::int64_t) + keep_.size() +
+             score_.size() * sizeof(double) + pos_.size() * sizeof(std::int64_t) + keep_.size() +
              order_.size() * sizeof(Index) + sizeof(*this);
     }
     /// Empties the cache, back to position 0; the budget and widths are kept.
@@ -88,12 +122,12 @@ class HeavyHitterAttention {
     }
 
    private:
-    friend class HeavyHitterAttention;
-    friend struct detail::HeavyHitterStateAccess;
+    friend class KvCacheAttention;
+    friend struct detail::KvCacheStateAccess;
     // Room for the budget and one more token: a decode step appends, reads and evicts in place.
     State(Index budget, Index d, Index dv)
         : keys_(Matrix<Scalar>::Zero(budget + 1, d)), values_(Matrix<Scalar>::Zero(budget + 1, dv)),
-          mass_(std::size_t(budget + 1)), pos_(std::size_t(budget + 1)), budget_(budget),
+          score_(std::size_t(budget + 1)), pos_(std::size_t(budget + 1)), budget_(budget),
           logits_(1, budget + 1) {
       reserve(budget + 1);
     }
@@ -107,65 +141,61 @@ class HeavyHitterAttention {
         keys_.conservativeResize(rows, keys_.cols());
         values_.conservativeResize(rows, values_.cols());
       }
-      if (Index(mass_.size()) < rows) {
-        mass_.resize(std::size_t(rows));
+      if (Index(score_.size()) < rows) {
+        score_.resize(std::size_t(rows));
         pos_.resize(std::size_t(rows));
       }
     }
 
     // Rows [0, size_) are the kept tokens, oldest first; the rows after them are work space.
     Matrix<Scalar> keys_, values_;
-    std::vector<double> mass_;
+    std::vector<double> score_;
     std::vector<std::int64_t> pos_;
     Index budget_ = 0, size_ = 0;
     std::int64_t next_ = 0;
-    // Work space of a read and of a cut, kept so a step allocates nothing once warm; not part of
-    // the value.
+    // Work space of a read and of a cut, kept so a step allocates nothing; not part of the value.
     Matrix<Scalar> logits_;
     std::vector<std::uint8_t> keep_;
     std::vector<Index> order_;
   };
 
-  /// \throws config_error if heavy or recent < 0, heavy + recent < 1, or the scale is not finite
-  /// and positive (0: 1/sqrt(d)).
-  explicit HeavyHitterAttention(HeavyHitterConfig config) : cfg_(config) {
-    constexpr const char* who = "abc::select::HeavyHitterAttention";
-    detail::Problem p;
-    if (cfg_.heavy < 0)
-      p = detail::at_least(Status::bad_config, "config.heavy", cfg_.heavy, 0, "a token count");
-    else if (cfg_.recent < 0)
-      p = detail::at_least(Status::bad_config, "config.recent", cfg_.recent, 0, "a token count");
-    else if (detail::require_sum(who, "config.heavy + config.recent", cfg_.heavy, cfg_.recent) < 1)
-      p = detail::at_least(Status::bad_config, "config.heavy + config.recent", cfg_.heavy + cfg_.recent, 1,
-                           "the cache holds at least one token");
-    if (p) detail::raise(who, p);
-    detail::require_scale(who, "config.scale", cfg_.scale);
+  /// \throws config_error if the budget (selected + recent) is less than 1 or overflows, or the
+  /// scale is not finite and positive (0: 1/sqrt(d)).
+  explicit KvCacheAttention(Policy policy, double scale = 0.0) : policy_(std::move(policy)), scale_(scale) {
+    constexpr const char* who = "abc::select::KvCacheAttention";
+    const Index budget = detail::require_sum(who, "selected + recent", policy_.selected(), policy_.recent());
+    if (budget < 1)
+      detail::raise(who, detail::at_least(Status::bad_config, "selected + recent", budget, 1,
+                                          "the cache holds at least one token"));
+    detail::require_scale(who, "scale", scale_);
   }
+  /// From the policy's configuration: `HeavyHitterAttention<float>(HeavyHitterConfig{64, 64})`.
+  explicit KvCacheAttention(const typename detail::cache_config_of<Policy>::type& config, double scale = 0.0)
+      : KvCacheAttention(Policy(config), scale) {}
 
-  /// The cache sizes, as given to the constructor.
-  const HeavyHitterConfig& config() const noexcept { return cfg_; }
-  /// heavy + recent: the most tokens a cache keeps between calls.
-  Index budget() const noexcept { return cfg_.heavy + cfg_.recent; }
+  /// The policy.
+  const Policy& policy() const noexcept { return policy_; }
+  /// selected + recent: the most tokens a cache keeps between calls.
+  Index budget() const noexcept { return policy_.selected() + policy_.recent(); }
   /// The scale a read with keys of width `d` uses.
-  Scalar scale(Index d) const noexcept { return detail::read_scale<Scalar>(cfg_.scale, d); }
+  Scalar scale(Index d) const noexcept { return detail::read_scale<Scalar>(scale_, d); }
 
   /// An empty cache for keys of width d and values of width dv. \throws config_error if d or dv < 1
   /// or (budget + 1) × (d + dv) overflows.
   State make_state(Index d, Index dv) const {
-    constexpr const char* who = "abc::select::HeavyHitterAttention::make_state";
+    constexpr const char* who = "abc::select::KvCacheAttention::make_state";
     detail::Problem p;
     if (d < 1) p = detail::at_least(Status::bad_config, "d", d, 1, "keys need a column");
     else if (dv < 1) p = detail::at_least(Status::bad_config, "dv", dv, 1, "values need a column");
     if (p) detail::raise(who, p);
-    const Index rows = detail::require_sum(who, "config.heavy + config.recent + 1", budget(), Index(1));
-    detail::require_product(who, "(config.heavy + config.recent + 1) × (d + dv)", rows,
-                            detail::require_sum(who, "d + dv", d, dv));
+    const Index rows = detail::require_sum(who, "selected + recent + 1", budget(), Index(1));
+    detail::require_product(who, "(selected + recent + 1) × (d + dv)", rows, detail::require_sum(who, "d + dv", d, dv));
     return State(budget(), d, dv);
   }
 
   /**
    * \brief One segment of n tokens: query i attends to the kept tokens and to segment tokens 0..i;
-   * the masses are updated and the cache is cut back to its budget.
+   * the policy rescores, and the cache is cut back to its budget.
    * \param s a cache from make_state(d, dv) of this attention
    * \param q [n × d], \param k [n × d], \param v [n × dv]; \return [n × dv]
    * \throws shape_error, config_error; a call that throws leaves the cache unchanged.
@@ -201,15 +231,13 @@ class HeavyHitterAttention {
                         const MatrixRef<Scalar>& v, Index out_rows, Index out_cols, bool vectors) const noexcept {
     if (s.capacity() != budget())  // a count: reported as a value
       return detail::value_problem(Status::shape_mismatch, "state.capacity()", s.capacity(), "", budget(),
-                                   "config.heavy + config.recent: the state must come from make_state(d, dv) of "
-                                   "this attention");
+                                   "selected + recent: the state must come from make_state(d, dv) of this attention");
     return detail::segment_problem(q, k, v, out_rows, out_cols, s.key_dim(), s.value_dim(), vectors);
   }
 
   void run(State& s, const MatrixRef<Scalar>& q, const MatrixRef<Scalar>& k, const MatrixRef<Scalar>& v,
            MatrixOut<Scalar> out, bool vectors) const {
-    if (auto p = check(s, q, k, v, out.rows(), out.cols(), vectors))
-      detail::raise("abc::select::HeavyHitterAttention", p);
+    if (auto p = check(s, q, k, v, out.rows(), out.cols(), vectors)) detail::raise("abc::select::KvCacheAttention", p);
     const Index n = q.rows(), m = s.size_, total = m + n;
     // The segment's tokens go after the kept ones, in rows that are not yet part of the value (an
     // allocation failure here leaves the cache as it was).
@@ -219,28 +247,28 @@ class HeavyHitterAttention {
     const auto p = kernel::kept_read<Scalar>(q, s.keys_, s.values_, m, scale(s.key_dim()), s.logits_, out,
                                              kernel::NoBias{});
     for (Index i = 0; i < n; ++i) {
-      s.mass_[std::size_t(m + i)] = 0;
+      s.score_[std::size_t(m + i)] = 0;
       s.pos_[std::size_t(m + i)] = s.next_ + i;
     }
-    for (Index i = 0; i < n; ++i)
-      for (Index j = 0; j < m + i + 1; ++j) s.mass_[std::size_t(j)] += double(p(i, j));
+    policy_.update(CacheRead<Scalar>{Eigen::Map<const Matrix<Scalar>>(p.data(), n, total), m, n, s.pos_.data()},
+                   s.score_.data());
     s.next_ += n;
     cut(s, total);
   }
 
-  // Back to the budget: the newest `recent` rows stay; of the older rows the `heavy` largest masses
-  // stay, of equal masses the newer.
+  // Back to the budget: the newest `recent` rows stay; of the older rows the `selected` highest
+  // scores stay, of equal scores the newer.
   void cut(State& s, Index total) const {
     const Index budget = this->budget();
     if (total <= budget) {
       s.size_ = total;
       return;
     }
-    const Index older = total - std::min(cfg_.recent, total), drop = total - budget;
-    // Row a goes before row b: smaller mass, then older (a smaller row is an older token).
+    const Index older = total - std::min(policy_.recent(), total), drop = total - budget;
+    // Row a goes before row b: lower score, then older (a smaller row is an older token).
     const auto goes_first = [&s](Index a, Index b) {
-      const double ma = s.mass_[std::size_t(a)], mb = s.mass_[std::size_t(b)];
-      return ma != mb ? ma < mb : a < b;
+      const double sa = s.score_[std::size_t(a)], sb = s.score_[std::size_t(b)];
+      return sa != sb ? sa < sb : a < b;
     };
     if (drop == 1) {  // a decode step: one victim, the rows after it move up by one
       Index victim = 0;
@@ -267,14 +295,15 @@ class HeavyHitterAttention {
       if (w != r) {
         s.keys_.row(w) = s.keys_.row(r);
         s.values_.row(w) = s.values_.row(r);
-        s.mass_[std::size_t(w)] = s.mass_[std::size_t(r)];
+        s.score_[std::size_t(w)] = s.score_[std::size_t(r)];
         s.pos_[std::size_t(w)] = s.pos_[std::size_t(r)];
       }
       ++w;
     }
   }
 
-  HeavyHitterConfig cfg_;
+  Policy policy_;
+  double scale_;
 };
 
 }  // namespace select
