@@ -65,6 +65,7 @@ sizes:
                 (default 1)
   --repeat r    timed runs per row; the median is shown (default 5)
   --noncausal   run forward() (every query reads all N tokens) instead of forward_causal()
+  --select      the KV-cache table instead (see "--select" below)
   --isa NAME    the kernels to run: sse2, fma3_avx2 or avx512bw (default: the widest this CPU
                 runs). compare carries one copy of itself per instruction set and picks one at
                 start (docs/simd.md); the first line of its output names the one running.
@@ -112,6 +113,17 @@ for reasons of their own:
                swamps the few near keys: RFA needs a large D there.
 --workload decoder or --npy gives errors that say how a control does on attention with structure;
 the line "exact attention:" above the table says how peaked and how local the workload is.
+
+--select: the bounded KV caches for softmax attention, at budgets of 64 to 1024 tokens (those
+below N / 2). Each reads the first N / 2 tokens as one prompt segment (exactly), then decodes the
+rest a token at a time; the columns are over the decoded tokens. Rows: window (the budget's newest
+tokens), sinks (4 first tokens and the newest), h2o (half heavy hitters by accumulated attention,
+half newest), snapkv (half the budget for the prompt, chosen by its last 32 queries' pooled
+attention, half a decode window), trams (a pool of twice the budget, read budget/2 newest and
+budget/2 best-scored). Columns: kept mass, the share of exact attention's weight that falls on the
+tokens a decoded query reads (mean over 128 sampled queries: 100 % is exact); rel err, the rms of
+out - exact over the rms of exact, decoded tokens only; us/step, the median time of one decode
+step; state bytes, what the cache holds (trams: its pool of twice the budget).
 )";
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -124,6 +136,7 @@ struct Config {
   bool tokens_given = false, dim_given = false;
   int repeat = 5;
   bool causal = true;
+  bool select = false;
   std::uint64_t seed = 1;
   std::string workload = "random";
   std::optional<std::string> npy_dir;
@@ -173,6 +186,8 @@ Config parse(int argc, char** argv) {
         usage_error("--isa " + isa + ": this compare carries only the " + abc::simd_arch() + " kernels");
     } else if (opt == "--noncausal") {
       c.causal = false;
+    } else if (opt == "--select") {
+      c.select = true;
     } else if (opt == "--workload") {
       c.workload = value();
       workload_given = true;
@@ -186,6 +201,7 @@ Config parse(int argc, char** argv) {
   }
   if (c.npy_dir && workload_given) usage_error("--npy and --workload name two workloads; give one");
   if (c.npy_dir && c.dim_given) usage_error("--dim comes from the files with --npy; drop it");
+  if (c.select && !c.causal) usage_error("--select decodes, which is causal; drop --noncausal");
   return c;
 }
 
@@ -418,6 +434,119 @@ void errors(Row& r, const Mat& out, const Mat& exact) {
   r.rms_err = std::sqrt(double((out - exact).squaredNorm()) / double(out.size()));
 }
 
+// ---- --select: the KV caches ---------------------------------------------------------------------
+
+struct SelectRow {
+  std::string name;
+  Index budget = 0;
+  double kept = 0, rel_err = 0, us = 0;
+  std::size_t bytes = 0;
+};
+
+// Exact attention's weight, for decoded query t, on the tokens `read` (positions, t itself among them).
+double kept_mass(const Mat& q, const Mat& k, Index t, const std::vector<std::int64_t>& read) {
+  const double scale = 1.0 / std::sqrt(double(q.cols()));
+  std::vector<double> p(std::size_t(t + 1));
+  double mx = -INFINITY, z = 0, kept = 0;
+  for (Index j = 0; j <= t; ++j) mx = std::max(mx, p[std::size_t(j)] = scale * double(q.row(t).dot(k.row(j))));
+  for (double& x : p) z += (x = std::exp(x - mx));
+  for (std::int64_t j : read) kept += p[std::size_t(j)];
+  return kept / z;
+}
+
+// A cache: a prompt of N/2 tokens in one segment, then decode steps. `read(state, t)` lists the
+// positions decoded query t reads before its step.
+template <class Attn, class Read>
+SelectRow select_row(const std::string& name, Index budget, const Attn& attn, const Read& read, const Mat& q,
+                     const Mat& k, const Mat& v, const Mat& exact, int repeat) {
+  const Index N = q.rows(), prompt = N / 2, steps = N - prompt, d = q.cols(), dv = v.cols();
+  SelectRow r{name, budget};
+  auto state = attn.make_state(d, dv);
+  Mat out(steps, dv), prompt_out(prompt, dv);
+  abc::Vector<float> o(dv);
+  const Index samples = std::min<Index>(steps, 128);
+  std::vector<double> times;
+  for (int rep = 0; rep < repeat; ++rep) {
+    state.reset();
+    attn.segment_into(state, q.topRows(prompt), k.topRows(prompt), v.topRows(prompt), prompt_out);
+    double kept = 0;
+    Index next_sample = 0;
+    double seconds = 0;
+    for (Index t = prompt; t < N; ++t) {
+      const Index i = t - prompt;
+      if (rep == 0 && next_sample < samples && i == (next_sample + 1) * steps / samples - 1) {  // not timed
+        std::vector<std::int64_t> positions = read(state);
+        positions.push_back(t);
+        kept += kept_mass(q, k, t, positions);
+        ++next_sample;
+      }
+      const auto s = std::chrono::steady_clock::now();
+      attn.step_into(state, q.row(t), k.row(t), v.row(t), o);
+      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count();
+      out.row(i) = o.transpose();
+    }
+    if (rep == 0) r.kept = kept / double(samples);
+    times.push_back(seconds / double(steps));
+  }
+  std::sort(times.begin(), times.end());
+  r.us = 1e6 * times[times.size() / 2];
+  const Mat exact_steps = exact.bottomRows(steps);
+  const double exact_rms = std::sqrt(double(exact_steps.squaredNorm()) / double(exact_steps.size()));
+  r.rel_err = std::sqrt(double((out - exact_steps).squaredNorm()) / double(out.size())) / exact_rms;
+  r.bytes = state.bytes();
+  return r;
+}
+
+int run_select(const Config& cfg, const Workload& w) {
+  const Mat &q = w.q, &k = w.k, &v = w.v;
+  const Index N = q.rows(), d = q.cols();
+  Mat exact(N, v.cols());
+  abc::SoftmaxAttention<float>().forward_causal_into(q, k, v, exact);
+  const auto kept_positions = [](const auto& state) {
+    std::vector<std::int64_t> p;
+    for (Index a = 0; a < state.size(); ++a) p.push_back(state.token_position(a));
+    return p;
+  };
+  std::vector<SelectRow> rows;
+  using namespace abc::select;
+  const KeyScore<float> trams_score = KeyScore<float>::norm();
+  for (Index b : {Index(64), Index(128), Index(256), Index(512), Index(1024)}) {
+    if (b >= N / 2) break;
+    const Index half = b / 2;
+    rows.push_back(select_row("window", b, SinkAttention<float>(SinkConfig{0, b}), kept_positions, q, k, v, exact,
+                              cfg.repeat));
+    rows.push_back(select_row("sinks", b, SinkAttention<float>(SinkConfig{4, b - 4}), kept_positions, q, k, v, exact,
+                              cfg.repeat));
+    rows.push_back(select_row("h2o", b, HeavyHitterAttention<float>(HeavyHitterConfig{half, b - half}),
+                              kept_positions, q, k, v, exact, cfg.repeat));
+    rows.push_back(select_row("snapkv", b,
+                              SnapKvAttention<float>(SnapKvConfig{half, std::min<Index>(32, half), 5,
+                                                                  Pooling::average, b - half}),
+                              kept_positions, q, k, v, exact, cfg.repeat));
+    const TramsAttention<float> trams(TramsConfig{2 * b, half, b - half}, trams_score);
+    rows.push_back(select_row(
+        "trams", b, trams,
+        [&trams](const auto& pool) {
+          std::vector<std::int64_t> p;
+          for (Index a : trams.attended(pool)) p.push_back(pool.token_position(a));
+          return p;
+        },
+        q, k, v, exact, cfg.repeat));
+  }
+  std::printf("abc compare --select: KV caches for softmax attention, N = %ld (a prompt of %ld tokens in one "
+              "segment, then %ld decode steps), d = %ld, float, median of %d (one thread)\n",
+              long(N), long(N / 2), long(N - N / 2), long(d), cfg.repeat);
+  std::printf("kernels: %s (this CPU: %s)\n", abc::simd_arch(), abc::cpu_simd_arch());
+  std::printf("workload: %s\n%s\n\n", w.what.c_str(), attention_shape(q, k, 256, true).c_str());
+  std::printf("%-8s %7s %10s %9s %9s %12s\n", "policy", "budget", "kept mass", "rel err", "us/step", "state bytes");
+  for (const auto& r : rows)
+    std::printf("%-8s %7ld %9.1f%% %9.3f %9.2f %12zu\n", r.name.c_str(), long(r.budget), 100 * r.kept, r.rel_err, r.us,
+                r.bytes);
+  std::printf("\ntrams (a TRAMS pool) scores keys by their norm here (no W_Q in a workload); compare --help "
+              "explains every row and column.\n");
+  return 0;
+}
+
 int run(const Config& cfg) {
   Workload w;
   if (cfg.npy_dir) {
@@ -431,6 +560,7 @@ int run(const Config& cfg) {
     w.v = uniform(cfg.tokens, cfg.dim, rng);
     w.what = "random: q, k, v uniform in [-1, 1], seed " + std::to_string(cfg.seed);
   }
+  if (cfg.select) return run_select(cfg, w);
   const Mat &q = w.q, &k = w.k, &v = w.v;
   const Index N = q.rows(), d = q.cols(), dv = v.cols(), n = cfg.slots;
   std::mt19937_64 rng(cfg.seed ^ 0x9e3779b97f4a7c15ull);  // the controls' random weights

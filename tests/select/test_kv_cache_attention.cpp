@@ -565,3 +565,23 @@ TEST_CASE("bad H2O cache blobs are refused by name and leave the destination unt
   blob::reseal(inf);
   refused(inf, "the key or value of the token of age 2 is not finite");
 }
+
+// A prompt grows a read's work space to its length; the cache then gives it back, so that what a
+// cache holds between calls is O(budget), as after the same tokens fed one step at a time.
+TEST_CASE("a prefill leaves a KV cache or a TRAMS pool holding what steps would", "[h2o][trams][memory]") {
+  const Index N = 300, d = 8, dv = 4;
+  const abc::Matrix<float> q = ref::random<float>(N, d, 1), k = ref::random<float>(N, d, 2), v = ref::random<float>(N, dv, 3);
+  const auto compare_bytes = [&](const auto& attn) {
+    auto prefilled = attn.make_state(d, dv), stepped = attn.make_state(d, dv);
+    (void)attn.segment(prefilled, q.topRows(N - 1), k.topRows(N - 1), v.topRows(N - 1));
+    for (Index t = 0; t < N - 1; ++t)
+      (void)attn.step(stepped, q.row(t).transpose(), k.row(t).transpose(), v.row(t).transpose());
+    (void)attn.step(prefilled, q.row(N - 1).transpose(), k.row(N - 1).transpose(), v.row(N - 1).transpose());
+    (void)attn.step(stepped, q.row(N - 1).transpose(), k.row(N - 1).transpose(), v.row(N - 1).transpose());
+    INFO("prefilled " << prefilled.bytes() << " bytes, stepped " << stepped.bytes());
+    REQUIRE(prefilled.bytes() <= stepped.bytes() + 64 * sizeof(Index));  // a selection's index list may differ
+  };
+  compare_bytes(HeavyHitterAttention<float>(HeavyHitterConfig{6, 4}));
+  compare_bytes(abc::select::SnapKvAttention<float>(SnapKvConfig{8, 4, 3, abc::select::Pooling::max, 2}));
+  compare_bytes(abc::select::TramsAttention<float>(abc::select::TramsConfig{12, 3, 4}, abc::select::KeyScore<float>::norm()));
+}

@@ -147,6 +147,30 @@ class KvCacheAttention {
       }
     }
 
+    // After a prefill: the work space a segment of n tokens grew (n + budget rows, an n × (n +
+    // budget) read) goes back to what a step needs, so a cache holds O(budget) between calls.
+    // Shrinking is only an economy: if an allocation fails, the larger buffers stay.
+    void shrink() noexcept {
+      const Index rows = budget_ + 1;
+      if (keys_.rows() <= rows && logits_.size() <= rows) return;
+      try {
+        keys_.conservativeResize(rows, keys_.cols());
+        values_.conservativeResize(rows, values_.cols());
+        score_.resize(std::size_t(rows));
+        score_.shrink_to_fit();
+        pos_.resize(std::size_t(rows));
+        pos_.shrink_to_fit();
+        logits_.resize(1, rows);
+        keep_.clear();
+        keep_.shrink_to_fit();
+        order_.clear();
+        order_.shrink_to_fit();
+        keep_.reserve(std::size_t(rows));
+        order_.reserve(std::size_t(rows));
+      } catch (...) {  // a failed shrink leaves larger, valid buffers
+      }
+    }
+
     // Rows [0, size_) are the kept tokens, oldest first; the rows after them are work space.
     Matrix<Scalar> keys_, values_;
     std::vector<double> score_;
@@ -254,6 +278,7 @@ class KvCacheAttention {
                    s.score_.data());
     s.next_ += n;
     cut(s, total);
+    if (n > 1) s.shrink();
   }
 
   // Back to the budget: the newest `recent` rows stay; of the older rows the `selected` highest

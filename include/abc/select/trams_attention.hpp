@@ -110,6 +110,18 @@ class TramsAttention {
         : keys_(Matrix<Scalar>::Zero(pool, d)), values_(Matrix<Scalar>::Zero(pool, dv)),
           scores_(std::size_t(pool)), pos_(std::size_t(pool)) {}
     Index slot(Index age) const noexcept { return (head_ + age) % keys_.rows(); }
+    // After a segment: the read's work space (m + n gathered rows, an n × (m + n) read) goes back
+    // to what a step needs, so a pool holds O(pool) between calls. Only an economy: if an
+    // allocation fails, the larger buffers stay.
+    void shrink(Index step_rows) noexcept {
+      if (gather_keys_.rows() <= step_rows && logits_.size() <= step_rows) return;
+      try {
+        gather_keys_.resize(step_rows, gather_keys_.cols());
+        gather_values_.resize(step_rows, gather_values_.cols());
+        logits_.resize(1, step_rows);
+      } catch (...) {  // a failed shrink leaves larger, valid buffers
+      }
+    }
     // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): private: a kept token's key, value and score
     void push(const Scalar* k, const Scalar* v, Scalar s) {
       const Index cap = keys_.rows();
@@ -333,6 +345,7 @@ class TramsAttention {
       kernel::kept_read<Scalar>(q, s.gather_keys_, s.gather_values_, m, scale(d), s.logits_, out, add);
     }
     for (Index i = 0; i < n; ++i) s.push(k.row(i).data(), v.row(i).data(), score_(k.row(i).data(), d));
+    if (n > 1) s.shrink(std::min(cfg_.recent + cfg_.topk, s.size_) + 1);
   }
 
   TramsConfig cfg_;
