@@ -585,3 +585,22 @@ TEST_CASE("a prefill leaves a KV cache or a TRAMS pool holding what steps would"
   compare_bytes(abc::select::SnapKvAttention<float>(SnapKvConfig{8, 4, 3, abc::select::Pooling::max, 2}));
   compare_bytes(abc::select::TramsAttention<float>(abc::select::TramsConfig{12, 3, 4}, abc::select::KeyScore<float>::norm()));
 }
+
+// An empty segment reads nothing and adds nothing: every policy's cache is left as it was (SnapKV
+// once rescored every token from an empty observation window, to zero).
+TEMPLATE_TEST_CASE("an empty segment leaves a KV cache as it was", "[h2o][sinks][snapkv]", float, double) {
+  using T = TestType;
+  const Index d = 4, dv = 3;
+  const abc::Matrix<T> q = ref::random<T>(12, d, 1), v = ref::random<T>(12, dv, 2);
+  const auto unchanged = [&](const auto& attn) {
+    auto s = attn.make_state(d, dv);
+    (void)attn.segment(s, q, q, v);
+    const Blob before = abc::select::save_state(attn, s);
+    const abc::Matrix<T> out = attn.segment(s, q.topRows(0), q.topRows(0), v.topRows(0));
+    REQUIRE(out.rows() == 0);
+    REQUIRE(abc::select::save_state(attn, s) == before);
+  };
+  unchanged(HeavyHitterAttention<T>(HeavyHitterConfig{3, 2}));
+  unchanged(abc::select::SinkAttention<T>(SinkConfig{2, 3}));
+  unchanged(abc::select::SnapKvAttention<T>(SnapKvConfig{4, 2, 3, abc::select::Pooling::average, 2}));
+}

@@ -263,6 +263,7 @@ class KvCacheAttention {
            MatrixOut<Scalar> out, bool vectors) const {
     if (auto p = check(s, q, k, v, out.rows(), out.cols(), vectors)) detail::raise("abc::select::KvCacheAttention", p);
     const Index n = q.rows(), m = s.size_, total = m + n;
+    if (n == 0) return;  // no query reads, no token arrives: a policy must not rescore on nothing
     // The segment's tokens go after the kept ones, in rows that are not yet part of the value (an
     // allocation failure here leaves the cache as it was).
     s.reserve(total);
