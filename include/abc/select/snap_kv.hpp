@@ -86,13 +86,16 @@ class SnapKv {
       return;
     }
     const Index w = std::min(cfg_.window, r.segment), voted = total - w, half = cfg_.kernel / 2;
+    // The pooling's memory first: once the votes overwrite the scores nothing may fail, or a
+    // failed call would leave the kept tokens rescored.
+    std::vector<double> held(std::size_t(std::min(half, voted)));
     // The votes go into the scores, then are pooled in place.
     for (Index j = 0; j < voted; ++j) {
       double v = 0;
       for (Index i = r.segment - w; i < r.segment; ++i) v += double(r.p(i, j));
       scores[j] = v;
     }
-    pool(scores, voted, half);
+    pool(scores, voted, half, held);
     for (Index j = voted; j < total; ++j) scores[j] = inf;
   }
   /// Any score but NaN (−∞: a decoded token; +∞: an observation window's).
@@ -103,13 +106,12 @@ class SnapKv {
  private:
   // In place: x[j] ← the pool of x[j − half … j + half] (zeros beyond the ends for the average,
   // nothing for the max). The inputs to the left of j, which earlier outputs have overwritten, are
-  // kept in `held`: the last min(half, count) of them.
-  void pool(double* x, Index count, Index half) const {
+  // kept in `held` (min(half, count) entries): the last of them.
+  void pool(double* x, Index count, Index half, std::vector<double>& held) const noexcept {
     if (half == 0 || count == 0) return;
     const bool max = cfg_.pooling == Pooling::max;
     const double width = double(half) * 2 + 1;
-    const Index room = std::min(half, count);
-    std::vector<double> held(std::size_t(room), 0.0);
+    const Index room = Index(held.size());
     Index held_count = 0;
     for (Index j = 0; j < count; ++j) {
       double acc = max ? -std::numeric_limits<double>::infinity() : 0.0;
