@@ -17,9 +17,11 @@ inline void reseal(std::vector<std::uint8_t>& b) {
   for (int i = 0; i < 8; ++i) b[b.size() - 8 + std::size_t(i)] = std::uint8_t(h >> (8 * i));
 }
 
-// Writes x little-endian at byte `at`.
+// Writes x little-endian at byte `at`, which must leave room for it. Through at(): g++ -O3 folds
+// the eight stores of a constant into a memset whose bound it cannot see, and warns
+// (-Wstringop-overflow) about the copy of a blob it was given.
 inline void put_u64(std::vector<std::uint8_t>& b, std::size_t at, std::uint64_t x) {
-  for (int i = 0; i < 8; ++i) b[at + std::size_t(i)] = std::uint8_t(x >> (8 * i));
+  for (int i = 0; i < 8; ++i) b.at(at + std::size_t(i)) = std::uint8_t(x >> (8 * i));
 }
 
 }  // namespace blob
