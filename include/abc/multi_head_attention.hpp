@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <exception>
-#include <map>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -15,6 +13,7 @@
 #include "detail/attention_check.hpp"
 #include "detail/check.hpp"
 #include "detail/control_check.hpp"
+#include "detail/head_layer.hpp"
 #include "detail/project.hpp"
 #include "detail/state_access.hpp"
 #include "head_tensor.hpp"
@@ -68,49 +67,10 @@ class MultiHeadAttention {
   /// A sequence's id in a Pool, chosen by the caller.
   using SeqId = std::uint64_t;
 
-  /// The decode states of many sequences, addressed by id: one State per memory each. The states
-  /// are handed out read-only: only the MultiHeadAttention that added a sequence changes them.
-  class Pool {
-   public:
-    /// Whether sequence `id` is in the pool.
-    bool contains(SeqId id) const { return states_.count(id) != 0; }
-    /// The number of sequences in the pool.
-    std::size_t size() const noexcept { return states_.size(); }
-    /// The states of sequence `id`, one per memory (see memories()). \throws config_error for an
-    /// unknown id.
-    const std::vector<state_type>& states(SeqId id) const { return find(id); }
-    /// Removes sequence `id` and its states; an id not in the pool is ignored.
-    void drop(SeqId id) { states_.erase(id); }
-    /// Sequence `id` back to empty memories at position 0.
-    void reset(SeqId id) {
-      for (auto& s : find(id)) s.reset();
-    }
-    /// Bytes of memory all the states hold (State::bytes() summed).
-    std::size_t bytes() const noexcept {
-      std::size_t b = 0;
-      for (const auto& kv : states_)
-        for (const auto& s : kv.second) b += s.bytes();
-      return b;
-    }
-
-   private:
-    friend class MultiHeadAttention;
-    std::vector<state_type>& find(SeqId id) {
-      const auto it = states_.find(id);
-      if (it == states_.end()) unknown(id);
-      return it->second;
-    }
-    const std::vector<state_type>& find(SeqId id) const {
-      const auto it = states_.find(id);
-      if (it == states_.end()) unknown(id);
-      return it->second;
-    }
-    [[noreturn]] static void unknown(SeqId id) {
-      ABC_THROW(config_error("abc::MultiHeadAttention::Pool: sequence id " + std::to_string(id) +
-                             " is not in the pool (add it first)"));
-    }
-    std::map<SeqId, std::vector<state_type>> states_;
-  };
+  /// The decode states of many sequences, addressed by id: one State per memory each
+  /// (contains, size, states(id), drop, reset, bytes). The states are handed out read-only: only
+  /// the MultiHeadAttention that added a sequence changes them.
+  using Pool = detail::SequencePool<state_type, MultiHeadAttention>;
 
   /// One control shared by all heads: `heads` query heads over `kv_heads` key/value heads
   /// (kv_heads divides heads), one memory per key/value head.
@@ -229,7 +189,7 @@ class MultiHeadAttention {
   /// changing them (BoundedAttention::read): O(n · d) per query and head, whatever the source length.
   void read(const Pool& pool, const std::vector<SeqId>& ids, const Tensor& q, const HeadTensor<T>& out) const {
     std::vector<const std::vector<state_type>*> states;
-    raise("abc::MultiHeadAttention::read", read_problem(pool, ids, q, out, &states));
+    detail::raise("abc::MultiHeadAttention::read", read_problem(pool, ids, q, out, &states));
     for_each_pair(q.batch(), [&](Index b, Index m) {
       const state_type& st = (*states[std::size_t(b)])[std::size_t(m)];
       for (Index h : group(m)) engine(memories_[std::size_t(m)]).read_memory(st, q.head(b, h), out.head(b, h));
@@ -269,56 +229,13 @@ class MultiHeadAttention {
  private:
   enum class Form { non_causal, causal, pool, memory, read };
 
-  // A failed check: the Problem of the head or tensor at fault (its message built only when thrown),
-  // or a message of the multi-head level.
-  struct Failure {
-    Status status = Status::ok;
-    detail::Problem problem;
-    std::string message;  // when not empty, the whole message
-    explicit operator bool() const noexcept { return status != Status::ok; }
-  };
+  using Failure = detail::LayerFailure;
+  static Failure failure(const detail::Problem& p) { return detail::layer_failure(p); }
+  using Group = detail::HeadGroup;
+  Group group(Index m) const noexcept { return detail::head_group(m, memories(), heads_, kv_heads_); }
 
-  static Failure failure(const detail::Problem& p) { return {p.status, p, {}}; }
-
-  // Sequence b's output rows against its queries: the message names b, one of many sequences.
-  static Failure length_failure(Index b, Index out_length, Index q_length) {
-    Failure f;
-    f.status = Status::shape_mismatch;
-    f.message = "out.length(" + std::to_string(b) + ") is " + std::to_string(out_length) + ", expected " +
-                std::to_string(q_length) + " (one output row per query)";
-    return f;
-  }
-
-  static void raise(const char* where, const Failure& f) {
-    if (!f) return;
-    if (f.message.empty()) detail::raise(where, f.problem);
-    const std::string m = std::string(where) + ": " + f.message;
-    if (f.status == Status::shape_mismatch) ABC_THROW(shape_error(m));
-    ABC_THROW(config_error(m));
-  }
-
-  /// The query heads that read one memory: [first, first + count), iterable.
-  struct Group {
-    Index first;  ///< the first query head
-    Index count;  ///< the number of query heads
-    /// An iterator over the query heads.
-    struct It {
-      Index h;  ///< the query head
-      /// The query head.
-      Index operator*() const noexcept { return h; }
-      /// The next query head.
-      It& operator++() noexcept { return ++h, *this; }
-      /// Whether two iterators differ.
-      bool operator!=(const It& o) const noexcept { return h != o.h; }
-    };
-    /// The first query head.
-    It begin() const noexcept { return {first}; }
-    /// Past the last query head.
-    It end() const noexcept { return {first + count}; }
-  };
-  Group group(Index m) const noexcept {
-    return memories() == heads_ ? Group{m, 1} : Group{m * (heads_ / kv_heads_), heads_ / kv_heads_};
-  }
+  friend Pool;
+  static const char* pool_name() noexcept { return "abc::MultiHeadAttention::Pool"; }
 
   // A state with room for the scores of every query head of a group (BoundedAttention::step's
   // scratch), so a batched decode step allocates nothing.
@@ -330,28 +247,11 @@ class MultiHeadAttention {
   // The kernels of memory m's attention (its control and options), run once the layer's checks pass.
   static kernel::Engine<Control> engine(const attention_type& a) noexcept { return {a.control(), a.options()}; }
 
-  // Runs f(b, m) for every (sequence, memory) pair, on OpenMP threads when enabled. An exception
-  // (only an allocation failure can occur once the checks have passed) never leaves a parallel
-  // region: the first is kept and rethrown on the calling thread after the loop.
+  // Runs f(b, m) for every (sequence, memory) pair (detail::for_each_pair), or for every
+  // (sequence, j < per_sequence) pair.
   template <class F>
   void for_each_pair(Index batch, F&& f, Index per_sequence = -1) const {
-    const Index width = per_sequence < 0 ? memories() : per_sequence;
-    const Index pairs = batch * width;
-    std::exception_ptr error;
-#if defined(ABC_WITH_OPENMP)
-#  pragma omp parallel for schedule(dynamic)
-#endif
-    for (Index i = 0; i < pairs; ++i) {
-      try {
-        f(i / width, i % width);
-      } catch (...) {
-#if defined(ABC_WITH_OPENMP)
-#  pragma omp critical(abc_multi_head_error)
-#endif
-        if (!error) error = std::current_exception();
-      }
-    }
-    if (error) std::rethrow_exception(error);
+    detail::for_each_pair(batch, per_sequence < 0 ? memories() : per_sequence, std::forward<F>(f));
   }
 
   // Whether a shared control input is projected once for all memories (see the class comment).
@@ -388,7 +288,7 @@ class MultiHeadAttention {
   void run(Form form, const char* where, Pool* pool, const std::vector<SeqId>* ids, const Tensor& q, const Tensor& k,
            const Tensor& v, const Tensor* x, const HeadTensor<T>& out) const {
     std::vector<std::vector<state_type>*> states;
-    raise(where, problem(form, pool, ids, q, k, v, x, out, &states));
+    detail::raise(where, problem(form, pool, ids, q, k, v, x, out, &states));
     std::vector<Matrix<T>> logits;
     if constexpr (detail::has_input_projection<Control>::value)
       if (projects(x)) logits = project(*x);
@@ -425,7 +325,7 @@ class MultiHeadAttention {
   void build_memories(Pool& pool, const std::vector<SeqId>& ids, const Tensor& k, const Tensor& v,
                       const Tensor* x) const {
     constexpr const char* where = "abc::MultiHeadAttention::add_memory";
-    raise(where, problem<Pool>(Form::memory, &pool, &ids, k, k, v, x, HeadTensor<T>::packed(nullptr, {0}, 0, 0)));
+    detail::raise(where, problem<Pool>(Form::memory, &pool, &ids, k, k, v, x, HeadTensor<T>::packed(nullptr, {0}, 0, 0)));
     std::vector<Matrix<T>> logits;
     if constexpr (detail::has_input_projection<Control>::value)
       if (projects(x)) logits = project(*x);
@@ -438,49 +338,6 @@ class MultiHeadAttention {
                                              input_of(b, m, x, logits, kh), !logits.empty());
     });
     for (std::size_t b = 0; b < built.size(); ++b) pool.states_.emplace(ids[b], std::move(built[b]));
-  }
-
-  // The checks of the sequence ids of a pooled call: one per sequence, distinct, and in the pool
-  // (the pool forms; `seq_states` receives each one's states) or not yet in it (add_memory).
-  template <class PoolT, class States>
-  // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): private
-  static Failure ids_problem(Form form, PoolT& pool, const std::vector<SeqId>& ids, Index batch, Index memories,
-                             States& seq_states) {
-    Failure f;
-    if (Index(ids.size()) != batch) {
-      f.status = Status::shape_mismatch;
-      f.problem = detail::value_problem(Status::shape_mismatch, "ids.size()", Index(ids.size()), "", batch,
-                                        "one id per sequence");
-      return f;
-    }
-    const auto fail_with = [&f](std::string m) {
-      f.status = Status::bad_config;
-      f.message = std::move(m);
-      return f;
-    };
-    if (form != Form::read) {
-      std::vector<SeqId> sorted(ids);
-      std::sort(sorted.begin(), sorted.end());
-      const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
-      if (dup != sorted.end())
-        return fail_with("ids holds sequence id " + std::to_string(*dup) +
-                         " twice, expected distinct ids (each sequence advances once per call)");
-    }
-    for (SeqId id : ids) {
-      if (form == Form::memory) {
-        if (pool.contains(id))
-          return fail_with("sequence id " + std::to_string(id) + " is already in the pool (drop it first)");
-        continue;
-      }
-      if (!pool.contains(id)) return fail_with("sequence id " + std::to_string(id) + " is not in the pool (add it first)");
-      auto& st = pool.find(id);
-      if (Index(st.size()) != memories)
-        return fail_with("pool sequence " + std::to_string(id) + " holds " + std::to_string(st.size()) +
-                         " states, expected " + std::to_string(memories) +
-                         " (the pool was filled by another MultiHeadAttention)");
-      seq_states.push_back(&st);
-    }
-    return f;
   }
 
   // Every check of a call, before anything runs. With a pool, `states` (if given) receives each
@@ -518,7 +375,8 @@ class MultiHeadAttention {
     using Held = std::conditional_t<std::is_const<PoolT>::value, const std::vector<state_type>, std::vector<state_type>>;
     std::vector<Held*> seq_states;
     if (form == Form::pool || form == Form::memory) {
-      f = ids_problem(form, *pool, *ids, k.batch(), memories(), seq_states);
+      f = detail::ids_problem(form == Form::memory ? detail::IdUse::add : detail::IdUse::advance, *pool, *ids, k.batch(),
+                             memories(), "MultiHeadAttention", seq_states);
       if (f) return f;
       if constexpr (!std::is_const<PoolT>::value)
         if (states) *states = seq_states;
@@ -526,7 +384,7 @@ class MultiHeadAttention {
     using detail::CallForm;
     const CallForm mode = form == Form::non_causal ? CallForm::non_causal : keys_only ? CallForm::memory : CallForm::causal;
     for (Index b = 0; b < k.batch(); ++b) {
-      if (!keys_only && out.length(b) != q.length(b)) return length_failure(b, out.length(b), q.length(b));
+      if (!keys_only && out.length(b) != q.length(b)) return detail::length_failure(b, out.length(b), q.length(b));
       for (Index m = 0; m < memories(); ++m) {
         const attention_type& a = memories_[std::size_t(m)];
         const auto kh = k.head(b, kv_of(m));
@@ -552,10 +410,10 @@ class MultiHeadAttention {
     if (q.heads() != heads_) return failure(value_problem(shape, "q.heads()", q.heads(), "", heads_, "one per query head"));
     if (out.heads() != heads_) return failure(value_problem(shape, "out.heads()", out.heads(), "", heads_, "one per query head"));
     if (out.batch() != q.batch()) return failure(value_problem(shape, "out.batch()", out.batch(), "", q.batch(), "one output sequence per query sequence"));
-    f = ids_problem(Form::read, pool, ids, q.batch(), memories(), *states);
+    f = detail::ids_problem(detail::IdUse::read, pool, ids, q.batch(), memories(), "MultiHeadAttention", *states);
     if (f) return f;
     for (Index b = 0; b < q.batch(); ++b) {
-      if (out.length(b) != q.length(b)) return length_failure(b, out.length(b), q.length(b));
+      if (out.length(b) != q.length(b)) return detail::length_failure(b, out.length(b), q.length(b));
       for (Index m = 0; m < memories(); ++m) {
         const state_type& st = (*(*states)[std::size_t(b)])[std::size_t(m)];
         if (out.dim() != st.value_dim())
