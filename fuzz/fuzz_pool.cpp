@@ -4,7 +4,8 @@
 // per-memory controls (per key/value head: its query heads share one memory; or per query head), a
 // control input (none, shared, per memory), and a sequence of pool operations (add, continue by one
 // or many tokens with ids that may repeat or be unknown, reset, drop, cross memories built and
-// read). Built twice: fuzz_pool, and fuzz_pool_omp with
+// read), and the same for select::MultiHeadCache (H2O, sinks, SnapKV and TRAMS caches, grouped or
+// per query head). Built twice: fuzz_pool, and fuzz_pool_omp with
 // ABC_WITH_OPENMP (the pairs on threads). Invariants (trap on violation, besides any sanitizer
 // report):
 //  - only abc::shape_error / abc::config_error escape any call (never from a parallel region);
@@ -15,6 +16,7 @@
 //    control input, projected once for all memories: finite outputs for finite inputs).
 #include <abc/abc.hpp>
 #include <abc/multi_head_attention.hpp>
+#include <abc/select/multi_head_cache.hpp>
 
 #include "fuzz.hpp"
 
@@ -25,6 +27,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -295,11 +298,144 @@ void run(Reader& in, const std::vector<Control>& controls, Index heads, Index kv
   }
 }
 
+// Every token a KV cache keeps, bit for bit (TRAMS pools and KvCacheAttention caches alike).
+template <class State>
+bool same_cache(const State& a, const State& b) {
+  if (a.size() != b.size() || a.position() != b.position() || a.capacity() != b.capacity()) return false;
+  for (Index i = 0; i < a.size(); ++i) {
+    const abc::Matrix<typename std::decay_t<decltype(a.key(0))>::Scalar> ka = a.key(i), kb = b.key(i), va = a.value(i),
+                                                                         vb = b.value(i);
+    if (!same_bits(ka, kb) || !same_bits(va, vb) || a.token_position(i) != b.token_position(i)) return false;
+    const auto sa = a.score(i), sb = b.score(i);
+    if (std::memcmp(&sa, &sb, sizeof(sa)) != 0) return false;
+  }
+  return true;
+}
+
+// select::MultiHeadCache over the same layouts and pool operations. A head that reads a cache of
+// its own (one query head per group, or one cache per query head), and every TRAMS head (its
+// selection ranks keys, not reads), equals the single-head segment from the cache it had, bit for
+// bit, and leaves the cache as that segment does; the heads of a group sharing an H2O, sinks or
+// SnapKV cache give finite outputs for moderate inputs.
+template <class Attention>
+void run_cache(Reader& in, const std::vector<Attention>& per_memory, Index heads, Index kv_heads, Index d, Index dv) {
+  using T = typename Attention::scalar_type;
+  using Layer = abc::select::MultiHeadCache<Attention>;
+  std::optional<Layer> made;
+  if (throws([&] { made.emplace(per_memory, heads, kv_heads); })) return;
+  const Layer& layer = *made;
+  const Index H = layer.heads(), M = layer.memories();
+  const bool exact = M == H || H == kv_heads || std::is_same<Attention, abc::select::TramsAttention<T>>::value;
+  typename Layer::Pool pool;
+  std::map<std::uint64_t, bool> known;
+  const int ops = in.byte() % 12;
+  for (int op = 0; op < ops; ++op) {
+    const std::uint8_t what = in.byte();
+    const std::uint64_t id = in.byte() % 6;
+    switch (what % 5) {
+      case 0: {
+        const Index dd = (what & 0x40) ? d + 1 : d;
+        const bool t = throws([&] { layer.add(pool, id, dd, dv); });
+        ABC_FUZZ_REQUIRE(t == (known.count(id) != 0));
+        if (!t) known[id] = dd == d;
+        break;
+      }
+      case 1: pool.drop(id), known.erase(id); break;
+      case 2: {
+        const bool t = throws([&] { pool.reset(id); });
+        ABC_FUZZ_REQUIRE(t == (known.count(id) == 0));
+        break;
+      }
+      default: {  // continue sequences of the pool (3), or a call from empty caches (4)
+        const Index batch = in.index(0, 3);
+        std::vector<std::uint64_t> ids;
+        for (Index b = 0; b < batch; ++b) ids.push_back(in.byte() % 6);
+        const Layout lq = draw_layout(in, batch);
+        const Layout lk = (in.byte() & 1) ? lq : draw_layout(in, batch);
+        const Index hq = (what & 0x80) ? H + 1 : H;
+        auto q = make_tensor<T>(in, lq, hq, d), k = make_tensor<T>(in, lk, kv_heads, d);
+        auto v = make_tensor<T>(in, lk, kv_heads, dv), out = make_tensor<T>(in, lq, H, dv);
+        if (!q.in || !k.in || !v.in || !out.out) break;
+        const bool pooled = what % 5 == 3;
+        const std::vector<T> out_before = out.data;
+        std::map<std::uint64_t, std::vector<typename Attention::State>> before;
+        for (const auto& kv : known) before[kv.first] = pool.states(kv.first);
+        const abc::Status st = pooled ? layer.validate(pool, ids, *q.in, *k.in, *v.in, *out.out)
+                                      : layer.validate_causal(*q.in, *k.in, *v.in, *out.out);
+        const bool t = throws([&] {
+          pooled ? layer.forward_causal(pool, ids, *q.in, *k.in, *v.in, *out.out)
+                 : layer.forward_causal(*q.in, *k.in, *v.in, *out.out);
+        });
+        ABC_FUZZ_REQUIRE((st == abc::Status::ok) == !t);
+        if (t) {  // nothing changed
+          ABC_FUZZ_REQUIRE(same_bits(out.data, out_before));
+          ABC_FUZZ_REQUIRE(pool.size() == before.size());
+          for (const auto& kv : before)
+            for (Index m = 0; m < M; ++m)
+              ABC_FUZZ_REQUIRE(same_cache(pool.states(kv.first)[std::size_t(m)], kv.second[std::size_t(m)]));
+          break;
+        }
+        for (Index b = 0; b < batch; ++b) {
+          for (Index h = 0; h < H; ++h) {
+            const abc::Matrix<T> got = out.out->head(b, h);
+            if (!exact) {
+              double bound = 0;
+              for (const auto* x : {&q.data, &k.data, &v.data})
+                for (T e : *x) bound = std::max(bound, std::abs(double(e)));
+              if (bound <= 1e6) ABC_FUZZ_REQUIRE(got.allFinite());
+              continue;
+            }
+            const Index m = layer.memory_of(h), g = layer.kv_head(h);
+            const Attention& a = layer.memory(m);
+            typename Attention::State s = pooled ? before[ids[std::size_t(b)]][std::size_t(m)] : a.make_state(d, dv);
+            const abc::Matrix<T> want = a.segment(s, q.in->head(b, h), k.in->head(b, g), v.in->head(b, g));
+            ABC_FUZZ_REQUIRE(same_values(got, want));
+            if (pooled) ABC_FUZZ_REQUIRE(same_cache(pool.states(ids[std::size_t(b)])[std::size_t(m)], s));
+          }
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+void fuzz_cache(Reader& in, std::uint8_t kind, Index heads, Index kv, Index d, Index dv) {
+  using namespace abc::select;
+  const Index count = (kind & 2) ? kv : heads, a = in.index(0, 5), b = in.index(0, 5);
+  switch ((kind >> 3) % 4) {
+    case 0: {
+      std::optional<KvCacheAttention<HeavyHitters<T>>> c;
+      if (throws([&] { c.emplace(HeavyHitterConfig{a, b}); })) return;
+      run_cache(in, std::vector<KvCacheAttention<HeavyHitters<T>>>(std::size_t(std::max<Index>(count, 0)), *c), heads, kv, d, dv);
+      break;
+    }
+    case 1: {
+      std::optional<KvCacheAttention<AttentionSinks<T>>> c;
+      if (throws([&] { c.emplace(SinkConfig{a, b}); })) return;
+      run_cache(in, std::vector<KvCacheAttention<AttentionSinks<T>>>(std::size_t(std::max<Index>(count, 0)), *c), heads, kv, d, dv);
+      break;
+    }
+    case 2: {
+      std::optional<KvCacheAttention<SnapKv<T>>> c;
+      const SnapKvConfig cfg{a, in.index(0, 4), 2 * in.index(0, 2) + 1, (kind & 0x40) ? Pooling::max : Pooling::average, b};
+      if (throws([&] { c.emplace(cfg); })) return;
+      run_cache(in, std::vector<KvCacheAttention<SnapKv<T>>>(std::size_t(std::max<Index>(count, 0)), *c), heads, kv, d, dv);
+      break;
+    }
+    default: {
+      std::optional<TramsAttention<T>> c;
+      if (throws([&] { c.emplace(TramsConfig{a + b, a, in.index(0, b)}, KeyScore<T>::norm()); })) return;
+      run_cache(in, std::vector<TramsAttention<T>>(std::size_t(std::max<Index>(count, 0)), *c), heads, kv, d, dv);
+    }
+  }
+}
+
 template <class T>
 void fuzz(Reader& in) {
   const Index heads = in.index(0, 4), kv = in.index(0, 4), n = in.index(1, 6), d = in.index(1, 5), dv = in.index(1, 5);
   const std::uint8_t kind = in.byte();
   // Controls per key/value head (their query heads share a memory) or per query head.
+  if (kind & 4) return fuzz_cache<T>(in, kind, heads, kv, d, dv);
   const Index count = (kind & 2) ? kv : heads;
   if (kind & 1) {  // one window shared by all heads
     run(in, std::vector<abc::control::SlidingWindow<T>>(std::size_t(std::max<Index>(count, 0)), abc::control::SlidingWindow<T>{n}),

@@ -15,7 +15,7 @@
 //    including hostile ones): a failed call leaves the cache bit-identical; a segment equals its
 //    steps while nothing is evicted; kept positions increase and the newest `recent` are the
 //    stream's last; H2O's masses are never negative and grow by at most one per query (exactly one
-//    while nothing is evicted).
+//    while nothing is evicted); the same with a Rope re-rotating the keys eviction moves.
 #include <abc/abc.hpp>
 
 #include "fuzz.hpp"
@@ -185,7 +185,16 @@ void kv_cache(Reader& in, const Policy& policy, const Policy& other, bool masses
   using Cache = abc::select::KvCacheAttention<Policy>;
   const Index d = in.index(1, 6), dv = in.index(1, 6);
   std::optional<Cache> made, made_other;
-  if (throws([&] { made.emplace(policy); })) return;
+  // Sometimes with rotary keys at compacted positions (a rope of 2 to 6 entries; keys narrower than
+  // it are refused by make_state): eviction then turns the keys it moves.
+  const std::uint8_t rope = in.byte();
+  if (throws([&] {
+        if (rope & 1)
+          made.emplace(policy, 0.0, abc::select::Rope<T>(2 * (1 + Index(rope >> 1) % 3)));
+        else
+          made.emplace(policy);
+      }))
+    return;
   if (made->budget() > (Index(1) << 20)) return;  // too large to allocate: the allocator's to refuse
   const Cache& attn = *made;
   typename Cache::State s;

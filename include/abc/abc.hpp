@@ -45,6 +45,8 @@
 #include "select/heavy_hitters.hpp"
 #include "select/key_score.hpp"
 #include "select/kv_cache_attention.hpp"
+#include "select/multi_head_cache.hpp"
+#include "select/rope.hpp"
 #include "select/snap_kv.hpp"
 #include "select/trams_attention.hpp"
 #include "select/state_io.hpp"

@@ -24,6 +24,7 @@
 #include "support/approx.hpp"
 #include "support/blob.hpp"
 #include "support/catch.hpp"
+#include "support/kv_cache_reference.hpp"
 #include "support/reference.hpp"
 
 namespace {
@@ -38,148 +39,10 @@ using abc::select::SinkConfig;
 using abc::select::SnapKv;
 using abc::select::SnapKvConfig;
 using Blob = std::vector<std::uint8_t>;
-
-struct RefToken {
-  std::int64_t pos;
-  std::vector<double> k, v;
-  double score;
-};
-
-// The rules of the three policies, written from their papers' descriptions.
-enum class Rule { h2o, sinks, snapkv };
-
-// The reference cache. follow(): before a segment, keep exactly the tokens at the given positions
-// (a float cache's own decisions, whose near-tied scores may rank differently from float64's).
-struct RefCache {
-  Rule rule = Rule::h2o;
-  size_t selected = 0, recent = 0;
-  double scale = 1;
-  size_t window = 0, kernel = 1;  // SnapKV
-  bool max_pool = false;
-  std::vector<RefToken> kept;
-  std::int64_t next = 0;
-  std::map<std::int64_t, RefToken> seen;  // every token by position, with its score while kept
-
-  ref::Mat segment(const ref::Mat& q, const ref::Mat& k, const ref::Mat& v) {
-    const size_t m = kept.size(), n = q.size();
-    std::vector<RefToken> all = kept;
-    for (size_t i = 0; i < n; ++i) all.push_back({next + std::int64_t(i), k[i], v[i], 0.0});
-    ref::Mat out, p(n, std::vector<double>(m + n, 0.0));
-    for (size_t i = 0; i < n; ++i) {
-      const size_t readable = m + i + 1;
-      std::vector<double> logit(readable);
-      double mx = -std::numeric_limits<double>::infinity();
-      for (size_t j = 0; j < readable; ++j) {
-        logit[j] = scale * ref::dot(q[i], all[j].k);
-        mx = std::max(mx, logit[j]);
-      }
-      double sum = 0;
-      for (size_t j = 0; j < readable; ++j) sum += std::exp(logit[j] - mx);
-      std::vector<double> o(v[0].size(), 0.0);
-      for (size_t j = 0; j < readable; ++j) {
-        p[i][j] = std::exp(logit[j] - mx) / sum;
-        for (size_t c = 0; c < o.size(); ++c) o[c] += p[i][j] * all[j].v[c];
-      }
-      out.push_back(o);
-    }
-    rescore(all, p, m, n);
-    next += std::int64_t(n);
-    for (const RefToken& t : all) seen[t.pos] = t;  // every score as it stands, the evicted' included
-    const size_t budget = selected + recent;
-    if (all.size() > budget) {
-      const size_t older = all.size() - std::min(recent, all.size()), drop = all.size() - budget;
-      std::vector<size_t> order(older);
-      for (size_t i = 0; i < older; ++i) order[i] = i;
-      std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-        return all[a].score != all[b].score ? all[a].score < all[b].score : all[a].pos < all[b].pos;
-      });
-      std::vector<bool> keep(all.size(), true);
-      for (size_t i = 0; i < drop; ++i) keep[order[i]] = false;
-      std::vector<RefToken> survivors;
-      for (size_t i = 0; i < all.size(); ++i)
-        if (keep[i]) survivors.push_back(all[i]);
-      all = survivors;
-    }
-    kept = all;
-    return out;
-  }
-
-  void rescore(std::vector<RefToken>& all, const ref::Mat& p, size_t m, size_t n) const {
-    const double inf = std::numeric_limits<double>::infinity();
-    switch (rule) {
-      case Rule::h2o:  // every probability adds to the mass of the token it went to
-        for (size_t i = 0; i < n; ++i)
-          for (size_t j = 0; j < m + n; ++j) all[j].score += p[i][j];
-        break;
-      case Rule::sinks:  // earlier is better
-        for (size_t j = m; j < m + n; ++j) all[j].score = -double(all[j].pos);
-        break;
-      case Rule::snapkv: {
-        if (n == 1) {  // a decoded token: only the decode window keeps it
-          all[m].score = -inf;
-          break;
-        }
-        // A prompt: the last w queries vote for every earlier token; votes pooled over the kernel.
-        const size_t w = std::min(window, n), voted = m + n - w, half = kernel / 2;
-        std::vector<double> votes(voted, 0.0);
-        for (size_t j = 0; j < voted; ++j)
-          for (size_t i = n - w; i < n; ++i) votes[j] += p[i][j];
-        for (size_t j = 0; j < voted; ++j) {
-          double acc = max_pool ? -inf : 0.0;
-          for (size_t t = (j >= half ? j - half : 0); t <= std::min(voted - 1, j + half); ++t)
-            acc = max_pool ? std::max(acc, votes[t]) : acc + votes[t];
-          all[j].score = max_pool ? acc : acc / double(kernel);
-        }
-        for (size_t j = voted; j < m + n; ++j) all[j].score = inf;
-        break;
-      }
-    }
-  }
-
-  void follow(const std::vector<std::int64_t>& positions) {
-    kept.clear();
-    for (std::int64_t p : positions) kept.push_back(seen.at(p));
-  }
-};
-
-RefCache make_ref(Rule rule, Index selected, Index recent, Index d) {
-  RefCache r;
-  r.rule = rule;
-  r.selected = size_t(selected);
-  r.recent = size_t(recent);
-  r.scale = 1.0 / std::sqrt(double(d));
-  return r;
-}
-template <class T>
-RefCache ref_cache(const HeavyHitters<T>& p, Index d) {
-  return make_ref(Rule::h2o, p.selected(), p.recent(), d);
-}
-template <class T>
-RefCache ref_cache(const AttentionSinks<T>& p, Index d) {
-  return make_ref(Rule::sinks, p.selected(), p.recent(), d);
-}
-template <class T>
-RefCache ref_cache(const SnapKv<T>& p, Index d) {
-  const auto& c = p.config();
-  RefCache r = make_ref(Rule::snapkv, c.capacity, c.recent, d);
-  r.window = size_t(c.window);
-  r.kernel = size_t(c.kernel);
-  r.max_pool = c.pooling == abc::select::Pooling::max;
-  return r;
-}
-
-template <class State>
-std::vector<std::int64_t> kept_positions(const State& s) {
-  std::vector<std::int64_t> p;
-  for (Index a = 0; a < s.size(); ++a) p.push_back(s.token_position(a));
-  return p;
-}
-
-std::vector<std::int64_t> kept_positions(const RefCache& r) {
-  std::vector<std::int64_t> p;
-  for (const RefToken& t : r.kept) p.push_back(t.pos);
-  return p;
-}
+using kvref::RefCache;
+using kvref::Rule;
+using kvref::kept_positions;
+using kvref::ref_cache;
 
 ref::Mat rows_of(const ref::Mat& m, size_t first, size_t count) {
   return ref::Mat(m.begin() + long(first), m.begin() + long(first + count));

@@ -24,6 +24,7 @@ struct Problem {
     value,       // a count or size against a bound: "<arg> is <v>, expected <relation><bound>"
     non_finite,  // "<arg> holds a non-finite value at row <i>, column <j>, expected finite values"
     wrong_kind,  // "<arg> comes from <actual>, expected <expected>"
+    overflow,    // a size that would not fit Index: "<arg> overflows (<a><relation><b>)"
   };
   Status status = Status::ok;
   Kind kind = Kind::shape;
@@ -32,7 +33,8 @@ struct Problem {
   Index rows = 0, cols = 0;                    // shape: the actual shape; size, value: the value in
                                                // rows; non_finite: the offending entry
   Index expected_rows = 0, expected_cols = 0;  // shape: the expected shape; size, value: the bound in rows
-  const char* relation = "";                   // value: "at least ", "at most ", or "" (equal)
+  const char* relation = "";                   // value: "at least ", "at most ", or "" (equal);
+                                               // overflow: the operation, " + " or " × "
   // wrong_kind: the names of what the argument is and of what was expected, computed only when
   // the message is built.
   std::string (*actual_name)() = nullptr;
@@ -63,6 +65,9 @@ inline std::string message(const char* where, const Problem& p) {
     case Problem::Kind::wrong_kind:
       m += " comes from " + (p.actual_name ? p.actual_name() : std::string("nothing")) + ", expected " +
            (p.expected_name ? p.expected_name() : std::string("nothing"));
+      break;
+    case Problem::Kind::overflow:
+      m += " overflows (" + std::to_string(p.rows) + p.relation + std::to_string(p.expected_rows) + ")";
       break;
   }
   if (*p.rule) m += std::string(" (") + p.rule + ")";
@@ -133,6 +138,18 @@ inline Problem wrong_kind_problem(Status s, const char* arg, std::string (*actua
   return p;
 }
 
+// A size formed from a and b (`op` " + " or " × ") that would not fit Index.
+inline Problem overflow_problem(const char* arg, Index a, const char* op, Index b) noexcept {
+  Problem p;
+  p.status = Status::bad_config;
+  p.kind = Problem::Kind::overflow;
+  p.arg = arg;
+  p.rows = a;
+  p.relation = op;
+  p.expected_rows = b;
+  return p;
+}
+
 // a + b and a · b, or false where the result would overflow Index (sizes from a caller are checked
 // before they are formed: signed overflow is undefined behaviour).
 inline bool checked_add(Index a, Index b, Index& out) noexcept {
@@ -153,9 +170,7 @@ inline bool checked_mul(Index a, Index b, Index& out) noexcept {
 
 // Throws config_error "<who>: <what> overflows (<a> <op> <b>)" unless the operation fit.
 inline void require_fits(bool fits, const char* who, const char* what, Index a, const char* op, Index b) {
-  if (!fits)
-    ABC_THROW(config_error(std::string(who) + ": " + what + " overflows (" + std::to_string(a) + op +
-                           std::to_string(b) + ")"));
+  if (!fits) raise(who, overflow_problem(what, a, op, b));
 }
 
 // The sum or product of two sizes, which must fit in Index.

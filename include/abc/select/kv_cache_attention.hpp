@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -18,6 +19,7 @@
 #include "../kernel/kept_read.hpp"
 #include "../options.hpp"
 #include "../types.hpp"
+#include "rope.hpp"
 
 ABC_NAMESPACE_BEGIN
 namespace detail {
@@ -34,6 +36,8 @@ struct cache_config_of<P, std::void_t<typename P::config_type>> {
 };
 }  // namespace detail
 namespace select {
+template <class Attention>
+class MultiHeadCache;
 
 /**
  * \brief What a cache policy sees after a read: the probabilities `p` [n × (m + n)] of the
@@ -111,7 +115,7 @@ class KvCacheAttention {
     std::int64_t token_position(Index age) const { return pos_[std::size_t(age)]; }
     /// Bytes of memory the cache holds, its read work space included.
     std::size_t bytes() const noexcept {
-      return sizeof(Scalar) * std::size_t(keys_.size() + values_.size() + logits_.size()) +
+      return sizeof(Scalar) * std::size_t(keys_.size() + values_.size() + logits_.size() + group_.size()) +
              score_.size() * sizeof(double) + pos_.size() * sizeof(std::int64_t) + keep_.size() +
              order_.size() * sizeof(Index) + sizeof(*this);
     }
@@ -152,7 +156,7 @@ class KvCacheAttention {
     // Shrinking is only an economy: if an allocation fails, the larger buffers stay.
     void shrink() noexcept {
       const Index rows = budget_ + 1;
-      if (keys_.rows() <= rows && logits_.size() <= rows) return;
+      if (keys_.rows() <= rows && logits_.size() <= rows && group_.size() <= rows) return;
       try {
         keys_.conservativeResize(rows, keys_.cols());
         values_.conservativeResize(rows, values_.cols());
@@ -161,6 +165,7 @@ class KvCacheAttention {
         pos_.resize(std::size_t(rows));
         pos_.shrink_to_fit();
         logits_.resize(1, rows);
+        if (group_.size() > 0) group_.resize(1, rows);
         keep_.clear();
         keep_.shrink_to_fit();
         order_.clear();
@@ -179,6 +184,7 @@ class KvCacheAttention {
     std::int64_t next_ = 0;
     // Work space of a read and of a cut, kept so a step allocates nothing; not part of the value.
     Matrix<Scalar> logits_;
+    Matrix<Scalar> group_;  // the other query heads' probabilities, when several read the cache
     std::vector<std::uint8_t> keep_;
     std::vector<Index> order_;
   };
@@ -196,9 +202,22 @@ class KvCacheAttention {
   /// From the policy's configuration: `HeavyHitterAttention<float>(HeavyHitterConfig{64, 64})`.
   explicit KvCacheAttention(const typename detail::cache_config_of<Policy>::type& config, double scale = 0.0)
       : KvCacheAttention(Policy(config), scale) {}
+  /// With rotary keys at compacted positions: the kept token of age a sits at position a, so the
+  /// caller rotates a segment's queries and keys at positions size(), size() + 1, … (its tokens'
+  /// ages), and whenever a cut moves a kept key from age a to age a′ < a the cache turns it by
+  /// a′ − a (`rope.rotate`), as StreamingLLM's sink cache does. make_state then needs d ≥
+  /// rope.dims().
+  KvCacheAttention(Policy policy, double scale, Rope<Scalar> rope) : KvCacheAttention(std::move(policy), scale) {
+    rope_.emplace(std::move(rope));
+  }
+  /// As KvCacheAttention(Policy, scale, rope), from the policy's configuration.
+  KvCacheAttention(const typename detail::cache_config_of<Policy>::type& config, double scale, Rope<Scalar> rope)
+      : KvCacheAttention(Policy(config), scale, std::move(rope)) {}
 
   /// The policy.
   const Policy& policy() const noexcept { return policy_; }
+  /// The rotation kept keys get when they move (compacted positions), or nullptr.
+  const Rope<Scalar>* rope() const noexcept { return rope_ ? &*rope_ : nullptr; }
   /// selected + recent: the most tokens a cache keeps between calls.
   Index budget() const noexcept { return policy_.selected() + policy_.recent(); }
   /// The scale a read with keys of width `d` uses.
@@ -207,13 +226,7 @@ class KvCacheAttention {
   /// An empty cache for keys of width d and values of width dv. \throws config_error if d or dv < 1
   /// or (budget + 1) × (d + dv) overflows.
   State make_state(Index d, Index dv) const {
-    constexpr const char* who = "abc::select::KvCacheAttention::make_state";
-    detail::Problem p;
-    if (d < 1) p = detail::at_least(Status::bad_config, "d", d, 1, "keys need a column");
-    else if (dv < 1) p = detail::at_least(Status::bad_config, "dv", dv, 1, "values need a column");
-    if (p) detail::raise(who, p);
-    const Index rows = detail::require_sum(who, "selected + recent + 1", budget(), Index(1));
-    detail::require_product(who, "(selected + recent + 1) × (d + dv)", rows, detail::require_sum(who, "d + dv", d, dv));
+    if (auto p = make_problem(d, dv)) detail::raise("abc::select::KvCacheAttention::make_state", p);
     return State(budget(), d, dv);
   }
 
@@ -251,26 +264,68 @@ class KvCacheAttention {
   }
 
  private:
+  template <class>
+  friend class MultiHeadCache;
+
   detail::Problem check(const State& s, const MatrixRef<Scalar>& q, const MatrixRef<Scalar>& k,
                         const MatrixRef<Scalar>& v, Index out_rows, Index out_cols, bool vectors) const noexcept {
     if (s.capacity() != budget())  // a count: reported as a value
       return detail::value_problem(Status::shape_mismatch, "state.capacity()", s.capacity(), "", budget(),
                                    "selected + recent: the state must come from make_state(d, dv) of this attention");
+    if (rope_ && s.key_dim() < rope_->dims())
+      return detail::at_least(Status::bad_config, "state.key_dim()", s.key_dim(), rope_->dims(),
+                              "the rope's dims(): the state must come from make_state(d, dv) of this attention");
     return detail::segment_problem(q, k, v, out_rows, out_cols, s.key_dim(), s.value_dim(), vectors);
   }
 
   void run(State& s, const MatrixRef<Scalar>& q, const MatrixRef<Scalar>& k, const MatrixRef<Scalar>& v,
            MatrixOut<Scalar> out, bool vectors) const {
     if (auto p = check(s, q, k, v, out.rows(), out.cols(), vectors)) detail::raise("abc::select::KvCacheAttention", p);
-    const Index n = q.rows(), m = s.size_, total = m + n;
+    advance(s, 1, [&q](Index) { return q; }, [&out](Index) { return out; }, k, v);
+  }
+
+  // The checks of make_state(d, dv), without throwing.
+  detail::Problem make_problem(Index d, Index dv) const noexcept {
+    if (d < 1) return detail::at_least(Status::bad_config, "d", d, 1, "keys need a column");
+    if (dv < 1) return detail::at_least(Status::bad_config, "dv", dv, 1, "values need a column");
+    if (rope_ && d < rope_->dims())
+      return detail::at_least(Status::bad_config, "d", d, rope_->dims(), "the rope's dims(): the entries it turns");
+    Index rows = 0, width = 0, cells = 0;
+    if (!detail::checked_add(budget(), Index(1), rows))
+      return detail::overflow_problem("selected + recent + 1", budget(), " + ", 1);
+    if (!detail::checked_add(d, dv, width)) return detail::overflow_problem("d + dv", d, " + ", dv);
+    if (!detail::checked_mul(rows, width, cells))
+      return detail::overflow_problem("(selected + recent + 1) × (d + dv)", rows, " × ", width);
+    return {};
+  }
+
+  // Room in a cache for the mean probabilities of `heads` query heads reading it in one step
+  // (MultiHeadCache), so that a grouped decode step allocates nothing either.
+  static void prepare_heads(State& s, Index heads) {
+    if (heads > 1) s.group_.resize(1, s.budget_ + 1);
+  }
+
+  // A checked segment read by `heads` query heads (query(h) [n × d], output(h) [n × dv]) over one
+  // cache: each reads as a single head would, and the policy rescores from their mean
+  // probabilities (the sum over heads in order, then divided by their count: one head's are its
+  // own, bit for bit).
+  template <class Query, class Output>
+  void advance(State& s, Index heads, const Query& query, const Output& output, const MatrixRef<Scalar>& k,
+               const MatrixRef<Scalar>& v) const {
+    const Index n = k.rows(), m = s.size_, total = m + n;
     if (n == 0) return;  // no query reads, no token arrives: a policy must not rescore on nothing
     // The segment's tokens go after the kept ones, in rows that are not yet part of the value (an
     // allocation failure here leaves the cache as it was).
     s.reserve(total);
     s.keys_.middleRows(m, n) = k;
     s.values_.middleRows(m, n) = v;
-    const auto p = kernel::kept_read<Scalar>(q, s.keys_, s.values_, m, scale(s.key_dim()), s.logits_, out,
-                                             kernel::NoBias{});
+    const Scalar sc = scale(s.key_dim());
+    auto p = kernel::kept_read<Scalar>(query(0), s.keys_, s.values_, m, sc, s.logits_, output(0), kernel::NoBias{});
+    if (heads > 1) {
+      for (Index h = 1; h < heads; ++h)
+        p += kernel::kept_read<Scalar>(query(h), s.keys_, s.values_, m, sc, s.group_, output(h), kernel::NoBias{});
+      p /= Scalar(heads);
+    }
     for (Index i = 0; i < n; ++i) {
       s.score_[std::size_t(m + i)] = 0;
       s.pos_[std::size_t(m + i)] = s.next_ + i;
@@ -300,21 +355,22 @@ class KvCacheAttention {
       Index victim = 0;
       for (Index r = 1; r < older; ++r)
         if (goes_first(r, victim)) victim = r;
-      remove_rows(s, total, [victim](Index r) { return r != victim; });
+      remove_rows(s, total, [victim](Index r) { return r != victim; }, rope());
     } else {
       s.order_.resize(std::size_t(older));
       for (Index r = 0; r < older; ++r) s.order_[std::size_t(r)] = r;
       std::nth_element(s.order_.begin(), s.order_.begin() + (drop - 1), s.order_.end(), goes_first);
       s.keep_.assign(std::size_t(total), 1);
       for (Index i = 0; i < drop; ++i) s.keep_[std::size_t(s.order_[std::size_t(i)])] = 0;
-      remove_rows(s, total, [&s](Index r) { return s.keep_[std::size_t(r)] != 0; });
+      remove_rows(s, total, [&s](Index r) { return s.keep_[std::size_t(r)] != 0; }, rope());
     }
     s.size_ = budget;
   }
 
-  // Compacts rows [0, total) to those `kept`, in order.
+  // Compacts rows [0, total) to those `kept`, in order; with a rope, a key that moves up turns
+  // with it (its compacted position is its row).
   template <class Kept>
-  static void remove_rows(State& s, Index total, const Kept& kept) {
+  static void remove_rows(State& s, Index total, const Kept& kept, const Rope<Scalar>* rope) {
     Index w = 0;
     for (Index r = 0; r < total; ++r) {
       if (!kept(r)) continue;
@@ -323,6 +379,7 @@ class KvCacheAttention {
         s.values_.row(w) = s.values_.row(r);
         s.score_[std::size_t(w)] = s.score_[std::size_t(r)];
         s.pos_[std::size_t(w)] = s.pos_[std::size_t(r)];
+        if (rope) rope->rotate(s.keys_.row(w).data(), std::int64_t(w - r));
       }
       ++w;
     }
@@ -330,6 +387,7 @@ class KvCacheAttention {
 
   Policy policy_;
   double scale_;
+  std::optional<Rope<Scalar>> rope_;
 };
 
 }  // namespace select

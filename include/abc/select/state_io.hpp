@@ -191,6 +191,9 @@ void load_state(const KvCacheAttention<Policy>& attn, const std::uint8_t* data, 
       who, {d, dv, tokens, pos}, dst.key_dim(), dst.value_dim(), budget, "selected + recent", budget + 1,
       std::uint64_t(select_blob_max_width),
       [](std::uint64_t dk, std::uint64_t dvk) { return (dk + dvk) * sizeof(Scalar) + 16; }, r.at, size);
+  if (attn.rope() && d < std::uint64_t(attn.rope()->dims()))
+    blob_error("d is " + str(d) + ", expected at least " + str(attn.rope()->dims()) +
+               " (the attention's rope turns that many entries)");
   auto s = detail::KvCacheStateAccess::empty<Policy>(Index(budget), Index(d), Index(dv));
   Vector<Scalar> k(static_cast<Index>(d)), v(static_cast<Index>(dv));
   const std::uint64_t recent_kept = std::min(recent, tokens);

@@ -25,6 +25,8 @@ namespace detail {
 struct TramsStateAccess;  // serialisation's door to a pool (abc/select/state_io.hpp)
 }  // namespace detail
 namespace select {
+template <class Attention>
+class MultiHeadCache;
 
 /// Which distance a position term sees for a kept key; the released TRAMS code uses compacted ones.
 enum class PositionMode {
@@ -180,17 +182,7 @@ class TramsAttention {
   /// (sizes, not data: zero-width q, k or v in a call are shape_errors naming them), shape_error if
   /// d is not the score's key_dim() (> 0).
   State make_state(Index d, Index dv) const {
-    detail::Problem p;
-    if (d < 1) p = detail::at_least(Status::bad_config, "d", d, 1, "keys need a column");
-    else if (dv < 1) p = detail::at_least(Status::bad_config, "dv", dv, 1, "values need a column");
-    else if (score_.key_dim() > 0 && d != score_.key_dim())
-      p = detail::value_problem(Status::shape_mismatch, "d", d, "exactly ", score_.key_dim(),
-                                "the key width must be the rows of the score's W_Q");
-    if (p) detail::raise("abc::select::TramsAttention::make_state", p);
-    Index width = 0, cells = 0;  // pool × (d + dv) entries: refused by name if not an Index
-    if (!detail::checked_add(d, dv, width) || !detail::checked_mul(cfg_.pool, width, cells))
-      ABC_THROW(config_error("abc::select::TramsAttention::make_state: config.pool × (d + dv) overflows (" +
-                             std::to_string(cfg_.pool) + " × " + std::to_string(d) + " + " + std::to_string(dv) + ")"));
+    if (auto p = make_problem(d, dv)) detail::raise("abc::select::TramsAttention::make_state", p);
     return State(cfg_.pool, d, dv);
   }
 
@@ -268,6 +260,8 @@ class TramsAttention {
   }
 
  private:
+  template <class>
+  friend class MultiHeadCache;
   struct NoBias {};
 
   // Ages of the selected old tokens (top-k by score, ties to the newer), then the recent ones.
@@ -323,7 +317,32 @@ class TramsAttention {
   void run(State& s, const MatrixRef<Scalar>& q, const MatrixRef<Scalar>& k, const MatrixRef<Scalar>& v,
            MatrixOut<Scalar> out, const Bias& bias, bool vectors = false) const {
     if (auto p = check(s, q, k, v, out.rows(), out.cols(), vectors)) detail::raise("abc::select::TramsAttention", p);
-    const Index n = q.rows(), d = s.key_dim(), dv = s.value_dim();
+    advance(s, 1, [&q](Index) { return q; }, [&out](Index) { return out; }, k, v, bias);
+  }
+
+  // The checks of make_state(d, dv), without throwing.
+  detail::Problem make_problem(Index d, Index dv) const noexcept {
+    if (d < 1) return detail::at_least(Status::bad_config, "d", d, 1, "keys need a column");
+    if (dv < 1) return detail::at_least(Status::bad_config, "dv", dv, 1, "values need a column");
+    if (score_.key_dim() > 0 && d != score_.key_dim())
+      return detail::value_problem(Status::shape_mismatch, "d", d, "exactly ", score_.key_dim(),
+                                   "the key width must be the rows of the score's W_Q");
+    Index width = 0, cells = 0;  // config.pool × (d + dv) entries
+    if (!detail::checked_add(d, dv, width)) return detail::overflow_problem("d + dv", d, " + ", dv);
+    if (!detail::checked_mul(cfg_.pool, width, cells))
+      return detail::overflow_problem("config.pool × (d + dv)", cfg_.pool, " × ", width);
+    return {};
+  }
+
+  // A pool's selection needs no room per query head.
+  static void prepare_heads(State&, Index) noexcept {}
+
+  // A checked segment read by `heads` query heads (query(h) [n × d], output(h) [n × dv]): the
+  // selection is the keys' (query-independent), so every head reads the same gathered tokens.
+  template <class Query, class Output, class Bias = NoBias>
+  void advance(State& s, Index heads, const Query& query, const Output& output, const MatrixRef<Scalar>& k,
+               const MatrixRef<Scalar>& v, const Bias& bias = {}) const {
+    const Index n = k.rows(), d = s.key_dim(), dv = s.value_dim();
     std::vector<Index>& a = s.order_;
     select_into(s, a);
     const Index m = Index(a.size()), keys = m + n;
@@ -337,12 +356,15 @@ class TramsAttention {
     s.gather_keys_.bottomRows(n) = k;
     s.gather_values_.bottomRows(n) = v;
     if constexpr (std::is_same<Bias, NoBias>::value) {
-      kernel::kept_read<Scalar>(q, s.gather_keys_, s.gather_values_, m, scale(d), s.logits_, out, kernel::NoBias{});
+      for (Index h = 0; h < heads; ++h)
+        kernel::kept_read<Scalar>(query(h), s.gather_keys_, s.gather_values_, m, scale(d), s.logits_, output(h),
+                                  kernel::NoBias{});
     } else {
       Eigen::Matrix<std::int64_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> dist(n, keys);
       fill_distances(s, a, n, dist);
       const auto add = [&](Index i, Index j, Scalar& logit) { logit += static_cast<Scalar>(bias(i, dist(i, j))); };
-      kernel::kept_read<Scalar>(q, s.gather_keys_, s.gather_values_, m, scale(d), s.logits_, out, add);
+      for (Index h = 0; h < heads; ++h)
+        kernel::kept_read<Scalar>(query(h), s.gather_keys_, s.gather_values_, m, scale(d), s.logits_, output(h), add);
     }
     for (Index i = 0; i < n; ++i) s.push(k.row(i).data(), v.row(i).data(), score_(k.row(i).data(), d));
     if (n > 1) s.shrink(std::min(cfg_.recent + cfg_.topk, s.size_) + 1);
