@@ -3,6 +3,7 @@
 // lengths around the batch width and at unaligned addresses.
 #include <abc/kernel/softmax_slots.hpp>
 #include <abc/kernel/exp_sum.hpp>
+#include <abc/kernel/finite.hpp>
 #include <abc/kernel/forget_gate.hpp>
 #include <abc/kernel/online_normalise.hpp>
 #include <abc/kernel/rows.hpp>
@@ -317,5 +318,49 @@ TEMPLATE_TEST_CASE("softmax_slots: unreadable slots get exactly 0", "[kernel][ex
     }
     REQUIRE(any == (readable_count > 0));
     REQUIRE(std::abs(total - (any ? 1.0 : 0.0)) <= tol<T>(n));
+  }
+}
+
+TEMPLATE_TEST_CASE("finite_residue is zero for finite entries and NaN for any NaN or infinity, at every place",
+                   "[kernel][finite]", float, double) {
+  using T = TestType;
+  const T specials[] = {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(),
+                        -std::numeric_limits<T>::infinity()};
+  for (Index n : lengths<T>()) {
+    INFO("n = " << n);
+    std::vector<T> x = data<T>(n, 41);
+    if (n > 1) x[1] = std::numeric_limits<T>::max();               // the largest finite values
+    if (n > 2) x[2] = std::numeric_limits<T>::denorm_min();        // and subnormals are finite
+    REQUIRE(abc::kernel::finite_residue(x.data() + 1, n) == T(0));  // unaligned
+    REQUIRE(abc::kernel::scalar::finite_residue(x.data() + 1, n) == T(0));
+    for (Index i = 0; i < n; ++i)
+      for (T bad : specials) {
+        std::vector<T> y = x;
+        y[std::size_t(i + 1)] = bad;
+        INFO("entry " << i << " = " << bad);
+        REQUIRE(std::isnan(abc::kernel::finite_residue(y.data() + 1, n)));
+        REQUIRE(std::isnan(abc::kernel::scalar::finite_residue(y.data() + 1, n)));
+        // Outside the range nothing is read.
+        REQUIRE(abc::kernel::finite_residue(y.data() + 1, i) == T(0));
+      }
+  }
+  // Strided rows: rows × cols of a buffer with row stride cols + 3; a bad entry between the rows
+  // is not read, one in a row is found wherever it is.
+  for (Index cols : lengths<T>()) {
+    if (cols > 100) continue;
+    for (Index rows : {0, 1, 2, 5}) {
+      INFO("rows = " << rows << ", cols = " << cols);
+      const Index stride = cols + 3;
+      std::vector<T> x = data<T>(std::max<Index>(rows * stride, 1), 43);
+      for (Index i = 0; i < rows; ++i)
+        for (Index j = cols; j < stride; ++j) x[std::size_t(1 + i * stride + j)] = specials[0];
+      REQUIRE(abc::kernel::finite_residue_rows(x.data() + 1, rows, cols, stride) == T(0));
+      for (Index i = 0; i < rows; ++i)
+        for (Index j = 0; j < cols; ++j) {
+          std::vector<T> y = x;
+          y[std::size_t(1 + i * stride + j)] = specials[std::size_t(i + j) % 3];
+          REQUIRE(std::isnan(abc::kernel::finite_residue_rows(y.data() + 1, rows, cols, stride)));
+        }
+    }
   }
 }

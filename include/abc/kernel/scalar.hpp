@@ -94,6 +94,14 @@ void update_axpy(T* row, T a, T w, const T* x, T p, T* out, Index n) noexcept {
   }
 }
 
+// Σ x_j · 0 over n entries: ±0 when every entry is finite, NaN otherwise (see kernel::finite_residue).
+template <class T>
+T finite_residue(const T* x, Index n) noexcept {
+  T acc = T(0);
+  for (Index j = 0; j < n; ++j) acc += x[j] * T(0);
+  return acc;
+}
+
 template <class T>
 T dot(const T* x, const T* y, Index n) noexcept {
   T acc = T(0);

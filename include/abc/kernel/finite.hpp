@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. The vector pass behind every finite-input check.
+#pragma once
+
+#include "../types.hpp"
+#include "scalar.hpp"
+#include "simd.hpp"
+
+ABC_NAMESPACE_BEGIN
+namespace kernel {
+
+/// Σ x_j · 0 over n entries: ±0 when every entry is finite, NaN otherwise (∞ · 0 and NaN · 0 are
+/// NaN, and NaN absorbs the sum). One multiply-add per vector and no branch, so the checks that
+/// every call runs on its inputs cost a small fraction of a decode step. Two accumulators keep two
+/// loads in flight per cycle.
+template <class T>
+T finite_residue(const T* x, Index n) noexcept {
+#ifdef ABC_NO_SIMD
+  return scalar::finite_residue(x, n);
+#else
+  using B = batch<T>;
+  constexpr Index width = Index(B::size);
+  const B zero(T(0));
+  B a0 = zero, a1 = zero;
+  Index j = 0;
+  for (; j + 2 * width <= n; j += 2 * width) {
+    a0 = xsimd::fma(B::load_unaligned(x + j), zero, a0);
+    a1 = xsimd::fma(B::load_unaligned(x + j + width), zero, a1);
+  }
+  if (j + width <= n) {
+    a0 = xsimd::fma(B::load_unaligned(x + j), zero, a0);
+    j += width;
+  }
+  return impl::hsum(a0 + a1) + scalar::finite_residue(x + j, n - j);
+#endif
+}
+
+/// finite_residue over `rows` rows of `cols` entries, row i at x + i · stride: the vectors of every
+/// row go into the same accumulators and are reduced once (a row of one head is short, and a
+/// reduction per row would cost more than its loads).
+template <class T>
+T finite_residue_rows(const T* x, Index rows, Index cols, Index stride) noexcept {
+#ifdef ABC_NO_SIMD
+  T acc = T(0);
+  for (Index i = 0; i < rows; ++i) acc += scalar::finite_residue(x + i * stride, cols);
+  return acc;
+#else
+  using B = batch<T>;
+  constexpr Index width = Index(B::size);
+  const B zero(T(0));
+  B a0 = zero, a1 = zero;
+  T tail = T(0);
+  for (Index i = 0; i < rows; ++i) {
+    const T* r = x + i * stride;
+    Index j = 0;
+    for (; j + 2 * width <= cols; j += 2 * width) {
+      a0 = xsimd::fma(B::load_unaligned(r + j), zero, a0);
+      a1 = xsimd::fma(B::load_unaligned(r + j + width), zero, a1);
+    }
+    if (j + width <= cols) {
+      a0 = xsimd::fma(B::load_unaligned(r + j), zero, a0);
+      j += width;
+    }
+    tail += scalar::finite_residue(r + j, cols - j);
+  }
+  return impl::hsum(a0 + a1) + tail;
+#endif
+}
+
+}  // namespace kernel
+ABC_NAMESPACE_END
