@@ -226,8 +226,11 @@ void run_cross(benchmark::State& st, const C& control, const std::string& form) 
 
 // A batched decode step of 8 sequences × 16 query heads over 4 key/value heads (GQA), d = 64:
 // "shared" gives each key/value head one memory its 4 query heads read; "per_head" gives every
-// query head a memory of its own (the same control copied). state_bytes: the pool.
-void run_gqa_step(benchmark::State& st, bool shared) {
+// query head a memory of its own (the same control copied); "validate" times only the checks of
+// the shared step (validate(pool, ids, ...), what every call runs before it writes), to read as a
+// fraction of the step. state_bytes: the pool. With ABC_WITH_OPENMP, OMP_NUM_THREADS sets the
+// threads (bench/README.md: thread scaling).
+void run_gqa_step(benchmark::State& st, bool shared, bool validate_only = false) {
   using Mlp = abc::control::Mlp<float>;
   const Index B = 8, H = 16, kv = 4, n = st.range(1);
   const abc::MultiHeadAttention<Mlp> mha = shared ? abc::MultiHeadAttention<Mlp>(Mlp(abc::Slots{n}, kD, abc::Seed{1}), H, kv)
@@ -241,10 +244,16 @@ void run_gqa_step(benchmark::State& st, bool shared) {
   const Mat q = Mat::Random(B, H * kD), k = Mat::Random(B, kv * kD), v = Mat::Random(B, kv * kD);
   Mat out(B, H * kD);
   using In = abc::HeadTensor<const float>;
+  const auto qt = In::bshd(q.data(), B, 1, H, kD), kt = In::bshd(k.data(), B, 1, kv, kD), vt = In::bshd(v.data(), B, 1, kv, kD);
+  const auto ot = abc::HeadTensor<float>::bshd(out.data(), B, 1, H, kD);
   for (auto _ : st) {
-    mha.forward_causal(pool, ids, In::bshd(q.data(), B, 1, H, kD), In::bshd(k.data(), B, 1, kv, kD),
-                       In::bshd(v.data(), B, 1, kv, kD), abc::HeadTensor<float>::bshd(out.data(), B, 1, H, kD));
-    benchmark::DoNotOptimize(out.data());
+    if (validate_only) {
+      const abc::Status s = mha.validate(pool, ids, qt, kt, vt, ot);
+      benchmark::DoNotOptimize(s);
+    } else {
+      mha.forward_causal(pool, ids, qt, kt, vt, ot);
+      benchmark::DoNotOptimize(out.data());
+    }
   }
   set_counters(st, double(B), 0, double(pool.bytes()));
 }
@@ -340,6 +349,9 @@ void register_all() {
     b->Args({1, 64});
     b->Unit(benchmark::kMicrosecond);
   }
+  benchmark::RegisterBenchmark("gqa/mlp/validate", [](benchmark::State& st) { run_gqa_step(st, true, true); })
+      ->Args({1, 64})
+      ->Unit(benchmark::kMicrosecond);
   // The chunk size C (abc::Options::chunk) of the chunked causal kernel at N = 4096 and each n:
   // the measurement behind the default. Names: chunk/<control>/forward_causal/<N>/<n>/<C>.
   for (const std::string name : {"mlp", "rfa"})

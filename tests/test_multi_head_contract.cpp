@@ -7,8 +7,10 @@
 #include <abc/multi_head_attention.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "support/catch.hpp"
@@ -109,6 +111,70 @@ TEST_CASE("a head's error is reported with the head's message, and nothing was w
   REQUIRE_THROWS_WITH(mha.forward_causal(view, view, view, HTO::bshd(out.data(), 1, S, H, d)),
                       ABC_CONTAINS("abc::MultiHeadAttention::forward_causal: q holds a non-finite value at row 2, column 1"));
   REQUIRE(out == out_before);
+}
+
+// Long calls check their (sequence, memory) pairs on threads (with ABC_WITH_OPENMP): the error
+// reported is still the first in (sequence, memory) order, as a serial loop finds it, however the
+// pairs fall to threads, and nothing is written.
+TEST_CASE("of several bad pairs, a long call reports the first, and writes nothing", "[multi_head][errors]") {
+  const Index B = 5, H = 4, G = 2, d = 16, S = 700;  // S × d × (2 + 2) ≥ 2^14 entries a pair: spread
+  const Mha mha(abc::control::SlidingWindow<float>{8}, H, G);
+  auto q = filled(B * S * H * d, 11), k = filled(B * S * G * d, 12), out = std::vector<float>(q.size(), -2.0f);
+  const auto nan = std::numeric_limits<float>::quiet_NaN();
+  const auto at = [&](Index b, Index t, Index h, Index heads, Index j) { return std::size_t(((b * S + t) * heads + h) * d + j); };
+  k[at(4, 9, 0, G, 3)] = nan;   // sequence 4, memory 0
+  q[at(3, 600, 3, H, 5)] = nan;  // sequence 3, memory 1 (query head 3, the second of its group)
+  k[at(1, 13, 1, G, 2)] = nan;   // sequence 1, memory 1
+  q[at(1, 400, 1, H, 7)] = nan;  // sequence 1, memory 0 (query head 1 is its second): the first
+  const auto qv = HT::bshd(q.data(), B, S, H, d), kv = HT::bshd(k.data(), B, S, G, d);
+  const auto out_before = out;
+  for (int round = 0; round < 3; ++round) {  // the same answer every time
+    REQUIRE_THROWS_WITH(mha.forward_causal(qv, kv, kv, HTO::bshd(out.data(), B, S, H, d)),
+                        ABC_CONTAINS("abc::MultiHeadAttention::forward_causal: q holds a non-finite value at row 400, column 7"));
+    REQUIRE(mha.validate_causal(qv, kv, kv, HTO::bshd(out.data(), B, S, H, d)) == abc::Status::non_finite);
+  }
+  q[at(1, 400, 1, H, 7)] = 0;  // now sequence 1's memory 1 comes first
+  REQUIRE_THROWS_WITH(mha.forward_causal(qv, kv, kv, HTO::bshd(out.data(), B, S, H, d)),
+                      ABC_CONTAINS("abc::MultiHeadAttention::forward_causal: k holds a non-finite value at row 13, column 2"));
+  REQUIRE(out == out_before);
+}
+
+// all_finite() reads exactly the view's elements, in each layout's passes: a NaN or an infinity at
+// any element of any sequence and head is found, and one in the padding past a sequence's length,
+// or between strided heads, is not read.
+TEST_CASE("HeadTensor::all_finite finds any non-finite element of the view and reads nothing else", "[head_tensor]") {
+  const Index B = 3, S = 5, H = 3, d = 7;
+  const std::vector<Index> lengths = {5, 2, 0};
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  auto buf = filled(B * S * (H + 1) * d + 1, 21);
+  using View = std::function<HT(const float*)>;
+  const std::vector<std::pair<const char*, View>> layouts = {
+      {"bshd", [&](const float* p) { return HT::bshd(p, B, S, H, d, lengths); }},
+      {"bhsd", [&](const float* p) { return HT::bhsd(p, B, H, S, d, lengths); }},
+      {"strided, a gap after each head", [&](const float* p) { return HT::strided(p, B, S, H, d, S * (H + 1) * d, (H + 1) * d, d + 2, lengths); }},
+      {"one head", [&](const float* p) { return HT::bshd(p, B, S, 1, d, lengths); }},
+      {"packed", [&](const float* p) { return HT::packed(p, {0, 5, 7, 7}, H, d); }},
+      {"one token each", [&](const float* p) { return HT::bshd(p, B, 1, H, d); }},
+  };
+  for (const auto& [name, make] : layouts) {
+    INFO(name);
+    const HT base = make(buf.data());
+    REQUIRE(base.all_finite());
+    // Every element the view covers, by its address.
+    std::vector<char> covered(buf.size(), 0);
+    for (Index b = 0; b < base.batch(); ++b)
+      for (Index h = 0; h < base.heads(); ++h) {
+        const auto m = base.head(b, h);
+        for (Index t = 0; t < m.rows(); ++t)
+          for (Index j = 0; j < m.cols(); ++j) covered[std::size_t(m.data() + t * m.outerStride() + j - buf.data())] = 1;
+      }
+    for (std::size_t i = 0; i < buf.size(); ++i) {
+      auto bad = buf;
+      bad[i] = (i % 2) ? nan : -inf;
+      INFO("element " << i << (covered[i] ? " (in the view)" : " (outside the view)"));
+      REQUIRE(make(bad.data()).all_finite() == !covered[i]);
+    }
+  }
 }
 
 TEST_CASE("HeadTensor refuses negative and overflowing sizes by name", "[head_tensor][errors]") {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "detail/check.hpp"
+#include "kernel/finite.hpp"
 #include "error.hpp"
 #include "types.hpp"
 
@@ -110,6 +111,28 @@ class HeadTensor {
   Index length(Index b) const noexcept { return lengths_[std::size_t(b)]; }
   /// Elements from one token to the next within a sequence and head.
   Index seq_stride() const noexcept { return seq_stride_; }
+
+  /// Whether every element of the view is finite (no NaN, no ±∞): a layer call's input check,
+  /// in as few vector passes as the layout allows (one per sequence for bshd and packed views),
+  /// with no cost per head.
+  bool all_finite() const noexcept {
+    if (dim_ == 0 || heads_ == 0) return true;
+    using S = scalar_type;
+    S acc = S(0);
+    const bool heads_run = heads_ == 1 || head_stride_ == dim_;  // a token's heads lie in one run
+    for (Index b = 0; b < batch(); ++b) {
+      const Index len = length(b);
+      if (len == 0) continue;
+      const S* at = data_ + starts_[std::size_t(b)];
+      if (heads_run && (len == 1 || seq_stride_ == heads_ * dim_))
+        acc += kernel::finite_residue(at, len * heads_ * dim_);
+      else if (heads_run)
+        acc += kernel::finite_residue_rows(at, len, heads_ * dim_, seq_stride_);
+      else
+        for (Index h = 0; h < heads_; ++h) acc += kernel::finite_residue_rows(at + h * head_stride_, len, dim_, seq_stride_);
+    }
+    return acc == S(0);
+  }
 
   /// Sequence b, head h: [length(b) × dim], no copy.
   map_type head(Index b, Index h) const noexcept { return rows(b, h, 0, length(b)); }

@@ -383,22 +383,27 @@ class MultiHeadAttention {
     }
     using detail::CallForm;
     const CallForm mode = form == Form::non_causal ? CallForm::non_causal : keys_only ? CallForm::memory : CallForm::causal;
-    for (Index b = 0; b < k.batch(); ++b) {
-      if (!keys_only && out.length(b) != q.length(b)) return detail::length_failure(b, out.length(b), q.length(b));
-      for (Index m = 0; m < memories(); ++m) {
-        const attention_type& a = memories_[std::size_t(m)];
-        const auto kh = k.head(b, kv_of(m));
-        const Group g = group(m);
-        const MatrixRef<T> qh = keys_only ? MatrixRef<T>(kh) : MatrixRef<T>(q.head(b, g.first));
-        const state_type* st = form == Form::pool ? seq_states[std::size_t(b)]->data() + m : nullptr;
-        const MatrixRef<T> xh = x ? MatrixRef<T>(x->head(b, x->heads() == 1 ? 0 : m)) : qh;
-        if (auto p = detail::call_problem(a.control(), mode, st, qh, kh, v.head(b, kv_of(m)), x ? &xh : nullptr)) return failure(p);
-        if (!keys_only)
-          for (Index h = g.first + 1; h < g.first + g.count; ++h)
-            if (auto p = detail::finite_problem("q", q.head(b, h))) return failure(p);
-      }
-    }
-    return f;
+    const bool spread = detail::spread_checks(k, heads_ / memories() + 2);  // the group's q, k and v
+    // A short call (a decode step) finds its inputs finite in one pass per tensor, not a pass per
+    // head; a long one checks each pair's heads on that pair's thread, where one is non-finite the
+    // pairs find which.
+    const bool finite =
+        !spread && (keys_only || q.all_finite()) && k.all_finite() && v.all_finite() && (!x || x->all_finite());
+    return detail::first_failure(k.batch(), memories(), spread, [&](Index b, Index m) -> Failure {
+      if (m == 0 && !keys_only && out.length(b) != q.length(b)) return detail::length_failure(b, out.length(b), q.length(b));
+      const attention_type& a = memories_[std::size_t(m)];
+      const auto kh = k.head(b, kv_of(m));
+      const Group g = group(m);
+      const MatrixRef<T> qh = keys_only ? MatrixRef<T>(kh) : MatrixRef<T>(q.head(b, g.first));
+      const state_type* st = form == Form::pool ? seq_states[std::size_t(b)]->data() + m : nullptr;
+      const MatrixRef<T> xh = x ? MatrixRef<T>(x->head(b, x->heads() == 1 ? 0 : m)) : qh;
+      if (auto p = detail::call_problem(a.control(), mode, st, qh, kh, v.head(b, kv_of(m)), x ? &xh : nullptr, finite))
+        return failure(p);
+      if (!keys_only && !finite)
+        for (Index h = g.first + 1; h < g.first + g.count; ++h)
+          if (auto p = detail::finite_problem("q", q.head(b, h))) return failure(p);
+      return {};
+    });
   }
 
   // The checks of read(pool, ids, q, out); `states` receives each sequence's states.

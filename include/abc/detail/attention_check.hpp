@@ -43,12 +43,13 @@ Problem kind_problem(const State<T>& state, const char* arg) noexcept {
 
 // Every check of a call of BoundedAttention<C>, in order; an empty Problem when it may run. A step's
 // q_t, k_t, v_t and x_t come as one-row matrices and are reported by their size. For `memory`
-// there are no queries (q is k); `state` is the state a causal call or a step continues.
+// there are no queries (q is k); `state` is the state a causal call or a step continues. With
+// `inputs_finite` the caller has found q, k, v and x finite already (a layer checks whole tensors).
 template <class C, class T = scalar_of<C>>
 // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): q, k, v in the attention order of every public form
 Problem call_problem(const C& control, CallForm form, const State<scalar_of<C>>* state, const MatrixRef<scalar_of<C>>& q,
                      const MatrixRef<scalar_of<C>>& k, const MatrixRef<scalar_of<C>>& v,
-                     const MatrixRef<scalar_of<C>>* x) noexcept {
+                     const MatrixRef<scalar_of<C>>* x, bool inputs_finite = false) noexcept {
   constexpr bool linear = readout_of<C>::value == Readout::linear;
   const bool one = form == CallForm::step;
   const char* qn = one ? "q_t" : "q";
@@ -103,6 +104,7 @@ Problem call_problem(const C& control, CallForm form, const State<scalar_of<C>>*
       return value_problem(Status::bad_config, "the token count (state position + new tokens)", start + n_keys, "at most ",
                            control.max_tokens(), "the control's capacity, max_tokens()");
   }
+  if (inputs_finite) return {};  // the caller checked them, all at once
   if (!keys_only)
     if (auto p = finite_problem(qn, q)) return p;
   if (auto p = finite_problem(kn, k)) return p;

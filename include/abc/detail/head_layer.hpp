@@ -74,7 +74,7 @@ void for_each_pair(Index batch, Index width, F&& f) {
   const Index pairs = batch * width;
   std::exception_ptr error;
 #if defined(ABC_WITH_OPENMP)
-#  pragma omp parallel for schedule(dynamic)
+#  pragma omp parallel for schedule(static)
 #endif
   for (Index i = 0; i < pairs; ++i) {
     try {
@@ -87,6 +87,48 @@ void for_each_pair(Index batch, Index width, F&& f) {
     }
   }
   if (error) std::rethrow_exception(error);
+}
+
+// The failure of the first (b, m) pair, b < batch and m < width in b-major order, whose
+// `check(b, m)` fails, or none: what a serial loop over the pairs would report, with the pairs
+// checked on OpenMP threads when enabled and `parallel` (a check reads every input, so a long
+// call's checks are worth spreading; a decode step's are not worth a parallel region). A check
+// only reads. One that throws (an allocation while it builds a message) counts as failing, and is
+// run again on the calling thread, where it throws: nothing escapes the parallel region.
+template <class Check>
+LayerFailure first_failure(Index batch, Index width, bool parallel, const Check& check) {
+  const Index pairs = batch * width;
+#if defined(ABC_WITH_OPENMP)
+  if (parallel) {  // not even a one-thread region otherwise: starting one costs a decode step's checks
+    Index first = pairs;
+#  pragma omp parallel for schedule(static) reduction(min : first)
+    for (Index i = 0; i < pairs; ++i) {
+      if (i > first) continue;  // a pair before it failed already (on this thread)
+      bool failed = true;
+      try {
+        failed = bool(check(i / width, i % width));
+      } catch (...) {
+      }
+      if (failed) first = i;
+    }
+    return first < pairs ? check(first / width, first % width) : LayerFailure{};
+  }
+#endif
+  (void)parallel;
+  for (Index i = 0; i < pairs; ++i)
+    if (LayerFailure f = check(i / width, i % width)) return f;
+  return {};
+}
+
+// Whether a call's checks are worth spreading over threads: each (sequence, memory) pair checks
+// `heads_per_pair` heads of `t`'s shape over a sequence's mean length, and a decode step's few rows
+// are checked faster than a parallel region starts.
+template <class Tensor>
+bool spread_checks(const Tensor& t, Index heads_per_pair) noexcept {
+  if (t.batch() == 0) return false;
+  Index rows = 0;  // fits: the tensor's element count does
+  for (Index b = 0; b < t.batch(); ++b) rows += t.length(b);
+  return rows / t.batch() * t.dim() * heads_per_pair >= (Index(1) << 14);
 }
 
 // The door ids_problem finds a pool's states by.

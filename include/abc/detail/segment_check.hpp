@@ -10,11 +10,12 @@ namespace detail {
 
 // A segment of n tokens against a cache of key width d and value width dv: q [n × d], k [n × d],
 // v [n × dv] and out [out_rows × out_cols] = [n × dv], q, k and v finite. `vectors`: a step's q, k,
-// v and out, seen as one-row matrices, are reported by their size.
+// v and out, seen as one-row matrices, are reported by their size. With `inputs_finite` the caller
+// has found q, k and v finite already (a layer checks whole tensors at once).
 // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): q, k, v in the attention order of every public form
 template <class T>
 Problem segment_problem(const MatrixRef<T>& q, const MatrixRef<T>& k, const MatrixRef<T>& v, Index out_rows,
-                        Index out_cols, Index d, Index dv, bool vectors) noexcept {
+                        Index out_cols, Index d, Index dv, bool vectors, bool inputs_finite = false) noexcept {
   const auto arg_problem = [vectors](const char* arg, Index r, Index c, Index er, Index ec, const char* rule,
                                      const char* vector_rule) {
     return vectors ? size_problem(arg, c, ec, vector_rule) : shape_problem(arg, r, c, er, ec, rule);
@@ -32,6 +33,7 @@ Problem segment_problem(const MatrixRef<T>& q, const MatrixRef<T>& k, const Matr
   if (auto p = arg_problem("out", out_rows, out_cols, n, dv, "the output buffer holds one row per query",
                            "the state's value width"))
     return p;
+  if (inputs_finite) return {};
   if (auto p = finite_problem("q", q)) return p;
   if (auto p = finite_problem("k", k)) return p;
   if (auto p = finite_problem("v", v)) return p;

@@ -268,14 +268,16 @@ class KvCacheAttention {
   friend class MultiHeadCache;
 
   detail::Problem check(const State& s, const MatrixRef<Scalar>& q, const MatrixRef<Scalar>& k,
-                        const MatrixRef<Scalar>& v, Index out_rows, Index out_cols, bool vectors) const noexcept {
+                        const MatrixRef<Scalar>& v, Index out_rows, Index out_cols, bool vectors,
+                        bool inputs_finite = false) const noexcept {
     if (s.capacity() != budget())  // a count: reported as a value
       return detail::value_problem(Status::shape_mismatch, "state.capacity()", s.capacity(), "", budget(),
                                    "selected + recent: the state must come from make_state(d, dv) of this attention");
     if (rope_ && s.key_dim() < rope_->dims())
       return detail::at_least(Status::bad_config, "state.key_dim()", s.key_dim(), rope_->dims(),
                               "the rope's dims(): the state must come from make_state(d, dv) of this attention");
-    return detail::segment_problem(q, k, v, out_rows, out_cols, s.key_dim(), s.value_dim(), vectors);
+    return detail::segment_problem(q, k, v, out_rows, out_cols, s.key_dim(), s.value_dim(), vectors,
+                                   inputs_finite);
   }
 
   void run(State& s, const MatrixRef<Scalar>& q, const MatrixRef<Scalar>& k, const MatrixRef<Scalar>& v,

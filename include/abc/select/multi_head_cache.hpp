@@ -197,21 +197,23 @@ class MultiHeadCache {
       for (const Attention& a : memories_)
         if (auto p = a.make_problem(k.dim(), v.dim())) return layer_failure(p);
     }
-    for (Index b = 0; b < q.batch(); ++b) {
-      if (out.length(b) != q.length(b)) return detail::length_failure(b, out.length(b), q.length(b));
-      for (Index m = 0; m < memories(); ++m) {
-        const Attention& a = memories_[std::size_t(m)];
-        const detail::HeadGroup g = group(m);
-        const MatrixRef<T> qh = q.head(b, g.first), kh = k.head(b, kv_of(m)), vh = v.head(b, kv_of(m));
-        const detail::Problem p =
-            pool ? a.check((*states[std::size_t(b)])[std::size_t(m)], qh, kh, vh, out.length(b), out.dim(), false)
-                 : detail::segment_problem(qh, kh, vh, out.length(b), out.dim(), k.dim(), v.dim(), false);
-        if (p) return layer_failure(p);
+    const bool spread = detail::spread_checks(q, heads_ / memories() + 2);  // the group's q, k and v
+    // As MultiHeadAttention: a short call checks finiteness once per tensor.
+    const bool finite = !spread && q.all_finite() && k.all_finite() && v.all_finite();
+    return detail::first_failure(q.batch(), memories(), spread, [&](Index b, Index m) -> detail::LayerFailure {
+      if (m == 0 && out.length(b) != q.length(b)) return detail::length_failure(b, out.length(b), q.length(b));
+      const Attention& a = memories_[std::size_t(m)];
+      const detail::HeadGroup g = group(m);
+      const MatrixRef<T> qh = q.head(b, g.first), kh = k.head(b, kv_of(m)), vh = v.head(b, kv_of(m));
+      const detail::Problem p =
+          pool ? a.check((*states[std::size_t(b)])[std::size_t(m)], qh, kh, vh, out.length(b), out.dim(), false, finite)
+               : detail::segment_problem(qh, kh, vh, out.length(b), out.dim(), k.dim(), v.dim(), false, finite);
+      if (p) return layer_failure(p);
+      if (!finite)
         for (Index h = g.first + 1; h < g.first + g.count; ++h)
           if (auto f = detail::finite_problem("q", q.head(b, h))) return layer_failure(f);
-      }
-    }
-    return {};
+      return {};
+    });
   }
 
   std::vector<Attention> memories_;

@@ -299,7 +299,8 @@ class TramsAttention {
 
   // The pool's own checks, then the segment's (detail::segment_problem).
   detail::Problem check(const State& s, const MatrixRef<Scalar>& q, const MatrixRef<Scalar>& k,
-                        const MatrixRef<Scalar>& v, Index out_rows, Index out_cols, bool vectors) const noexcept {
+                        const MatrixRef<Scalar>& v, Index out_rows, Index out_cols, bool vectors,
+                        bool inputs_finite = false) const noexcept {
     const Index d = s.key_dim(), dv = s.value_dim();
     if (s.capacity() != cfg_.pool)  // a count: reported as a value, not as a [capacity x d] shape
       return detail::value_problem(Status::shape_mismatch, "state.capacity()", s.capacity(), "", cfg_.pool,
@@ -310,7 +311,7 @@ class TramsAttention {
     if (score_.key_dim() > 0 && score_.key_dim() != d)
       return detail::value_problem(Status::shape_mismatch, "score.key_dim()", score_.key_dim(), "", d,
                                    "the score's W_Q has one row per key entry: the state's key width");
-    return detail::segment_problem(q, k, v, out_rows, out_cols, d, dv, vectors);
+    return detail::segment_problem(q, k, v, out_rows, out_cols, d, dv, vectors, inputs_finite);
   }
 
   template <class Bias>
