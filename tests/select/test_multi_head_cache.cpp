@@ -324,6 +324,12 @@ TEST_CASE("MultiHeadCache errors name the argument and change nothing", "[multi_
   layer.add(pool, 2, d, dv);
   REQUIRE_THROWS_WITH(layer.add(pool, 2, d, dv), ABC_CONTAINS("abc::select::MultiHeadCache::add: sequence id 2 is already in the pool"));
   REQUIRE_THROWS_WITH(layer.add(pool, 3, 0, dv), ABC_CONTAINS("abc::select::MultiHeadCache::add: d is 0, expected at least 1"));
+  // Per-head attentions are each checked: here only the second turns rotary keys wider than d.
+  const Layer mixed(std::vector<Attn>{attn, Attn(HeavyHitterConfig{2, 2}, 0.0, abc::select::Rope<float>(4))}, 4, 2);
+  Layer::Pool other;
+  REQUIRE_THROWS_WITH(mixed.add(other, 5, d, dv),
+                      ABC_CONTAINS("abc::select::MultiHeadCache::add: d is 3, expected at least 4 (the rope's dims()"));
+  REQUIRE(other.size() == 0);
   std::vector<float> ob(std::size_t(8 * 4 * dv));
   const auto out = HeadTensor<float>::packed(ob.data(), q.offsets, 4, dv);
   layer.forward_causal(pool, {1, 2}, q.all(), k.all(), v.all(), out);

@@ -118,7 +118,8 @@ class MultiHeadCache {
     if (pool.contains(id))
       ABC_THROW(config_error(std::string(who) + ": sequence id " + std::to_string(id) +
                              " is already in the pool (drop it first)"));
-    if (auto p = memories_.front().make_problem(d, dv)) detail::raise(who, p);
+    for (const Attention& a : memories_)  // each: per-head attentions may differ in budget or rope
+      if (auto p = a.make_problem(d, dv)) detail::raise(who, p);
     std::vector<state_type> s;
     for (const auto& a : memories_) {
       s.push_back(a.make_state(d, dv));
