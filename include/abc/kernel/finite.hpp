@@ -9,35 +9,12 @@
 ABC_NAMESPACE_BEGIN
 namespace kernel {
 
-/// Σ x_j · 0 over n entries: ±0 when every entry is finite, NaN otherwise (∞ · 0 and NaN · 0 are
-/// NaN, and NaN absorbs the sum). One multiply-add per vector and no branch, so the checks that
-/// every call runs on its inputs cost a small fraction of a decode step. Two accumulators keep two
-/// loads in flight per cycle.
-template <class T>
-T finite_residue(const T* x, Index n) noexcept {
-#ifdef ABC_NO_SIMD
-  return scalar::finite_residue(x, n);
-#else
-  using B = batch<T>;
-  constexpr Index width = Index(B::size);
-  const B zero(T(0));
-  B a0 = zero, a1 = zero;
-  Index j = 0;
-  for (; j + 2 * width <= n; j += 2 * width) {
-    a0 = xsimd::fma(B::load_unaligned(x + j), zero, a0);
-    a1 = xsimd::fma(B::load_unaligned(x + j + width), zero, a1);
-  }
-  if (j + width <= n) {
-    a0 = xsimd::fma(B::load_unaligned(x + j), zero, a0);
-    j += width;
-  }
-  return impl::hsum(a0 + a1) + scalar::finite_residue(x + j, n - j);
-#endif
-}
-
-/// finite_residue over `rows` rows of `cols` entries, row i at x + i · stride: the vectors of every
-/// row go into the same accumulators and are reduced once (a row of one head is short, and a
-/// reduction per row would cost more than its loads).
+/// Σ x_ij · 0 over `rows` rows of `cols` entries, row i at x + i · stride: ±0 when every entry is
+/// finite, NaN otherwise (∞ · 0 and NaN · 0 are NaN, and NaN absorbs the sum). One multiply-add per
+/// vector and no branch, so the checks every call runs on its inputs cost a small fraction of a
+/// decode step; the vectors of every row go into the same two accumulators (two loads in flight
+/// per cycle) and are reduced once, since a row of one head is short and a reduction per row would
+/// cost more than its loads.
 template <class T>
 T finite_residue_rows(const T* x, Index rows, Index cols, Index stride) noexcept {
 #ifdef ABC_NO_SIMD
@@ -65,6 +42,12 @@ T finite_residue_rows(const T* x, Index rows, Index cols, Index stride) noexcept
   }
   return impl::hsum(a0 + a1) + tail;
 #endif
+}
+
+/// finite_residue_rows over one row of n entries.
+template <class T>
+T finite_residue(const T* x, Index n) noexcept {
+  return finite_residue_rows(x, 1, n, n);
 }
 
 }  // namespace kernel
