@@ -321,6 +321,32 @@ TEMPLATE_TEST_CASE("softmax_slots: unreadable slots get exactly 0", "[kernel][ex
   }
 }
 
+// Overflowed logits: the +∞ entries share the mass equally (exactly 1/count each), everything else
+// gets 0, wherever the +∞ entries fall relative to the vector body and tail.
+TEMPLATE_TEST_CASE("softmax_slots: +∞ logits share the mass equally, at every place", "[kernel][exp_sum]", float,
+                   double) {
+  using T = TestType;
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  for (Index n : lengths<T>()) {
+    if (n < 2) continue;
+    for (Index at = 0; at < n; ++at) {
+      INFO("n = " << n << ", +∞ at " << at << " and " << n - 1);
+      std::vector<std::uint8_t> written(size_t(n), 1);
+      auto logits = data<T>(n, 31);
+      logits[size_t(at)] = inf;
+      logits[size_t(n - 1)] = inf;
+      const Index nan_at = (at + 1) % n;  // a NaN beside them takes nothing
+      if (nan_at != n - 1) logits[size_t(nan_at)] = std::numeric_limits<T>::quiet_NaN();
+      const Index count = at == n - 1 ? 1 : 2;
+      REQUIRE(abc::kernel::softmax_slots(logits.data(), n, written.data(), false, abc::kernel::SlotRange{0, n}));
+      for (Index l = 0; l < n; ++l) {
+        const bool top = l == at || l == n - 1;
+        REQUIRE(logits[size_t(l)] == (top ? T(1) / T(count) : T(0)));
+      }
+    }
+  }
+}
+
 TEMPLATE_TEST_CASE("finite_residue is zero for finite entries and NaN for any NaN or infinity, at every place",
                    "[kernel][finite]", float, double) {
   using T = TestType;

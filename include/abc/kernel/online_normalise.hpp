@@ -36,13 +36,19 @@ void online_normalise(const T* lam, T* m, T* z, T* decay, T* write, Index n, boo
   for (; l + width <= n; l += width) {
     const B lv = B::load_unaligned(lam + l), mv = B::load_unaligned(m + l), zv = B::load_unaligned(z + l);
     const B m_new = xsimd::max(mv, lv);
-    // exp's argument is clamped to [−1000, ·] (exp(−1000) is 0 in float and double): an empty lane
-    // gives −∞ − m or NaN there, and xsimd's exp converts k = round(x·log2 e) to an integer before
-    // its own range select, which for ±∞/NaN is undefined behaviour (UBSan: float-cast-overflow).
+    // One of the two exponents is exactly 0 and exp(0) is exactly 1 (xsimd's exp, as std::exp), so
+    // one exponential per slot, of min(m, λ) − m', gives both factors bit for bit: the slot's
+    // normaliser is half the exponentials it was. (λ is finite or −∞, never +∞: to_log_weight
+    // saturates the logits.) The argument is clamped to [−1000, ·] (exp(−1000) is 0 in float and
+    // double): an empty slot gives −∞ − (−∞) = NaN there, and xsimd's exp converts
+    // k = round(x·log2 e) to an integer before its own range select, which for ±∞/NaN is undefined
+    // behaviour (UBSan: float-cast-overflow).
     const B lo(T(-1000));
-    const auto safe = [&lo](const B& e) { return xsimd::select(e > lo, e, lo); };
-    const B keep = xsimd::select(mv == ninf, zero, xsimd::exp(safe(mv - m_new)));
-    const B add = xsimd::select(lv == ninf, zero, xsimd::exp(safe(lv - m_new)));
+    const B e = xsimd::min(mv, lv) - m_new;
+    const B small = xsimd::exp(xsimd::select(e > lo, e, lo));
+    const auto m_top = mv >= lv;  // the running max stays: keep = 1, add = exp(λ − m)
+    const B keep = xsimd::select(mv == ninf, zero, xsimd::select(m_top, one, small));
+    const B add = xsimd::select(lv == ninf, zero, xsimd::select(m_top, small, one));
     const B z_new = xsimd::fma(keep, zv, add);
     const auto live = z_new > zero;
     if (prefix)

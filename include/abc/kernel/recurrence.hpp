@@ -28,8 +28,8 @@ struct MemoryView {
 // Which slots hold something: a slot is written once a token puts weight on it, and empty again
 // when a token resets it (decay exactly 0) without writing it. A reset row is exactly zero, so it is
 // masked like a slot never written instead of taking softmax mass for a zero key (this is how
-// Concat drops a token the other part already holds, and how a gate of exactly 0 forgets).
-// Without branches, so that mark_written's loop over the slots vectorises (it runs every token).
+// Concat drops a token the other part already holds, and how a gate of exactly 0 forgets). This
+// is the rule for one slot of a sparse write; mark_written applies it to a dense row.
 inline void mark_slot(std::uint8_t& written, bool wrote, bool reset) noexcept {
   written = static_cast<std::uint8_t>(wrote | (reset ? 0 : written));
 }
@@ -58,13 +58,22 @@ void apply_sparse(MemoryView<T> m, const SparseWrite<T, W>& s, VectorRef<T> k, V
 }
 
 // mark_slot for one token of a dense schedule: decay row a, write row w. Without decays (a
-// control's `has_decay = false`) the decay row is not read: nothing is ever reset.
+// control's `has_decay = false`) the decay row is not read: nothing is ever reset. The count is
+// read once and the flags combined as integers, so that both loops vectorise: the byte flags may
+// alias the rows, and a bound re-read after every store (or a branch per slot) kept this loop
+// scalar, at a cost comparable to the Ṽ pass of a step.
 template <class T, class RowA, class RowW>
 void mark_written(bool has_decay, const RowA& a, const RowW& w, std::vector<std::uint8_t>& written) {
   const T* ap = a.data();
   const T* wp = w.data();
   std::uint8_t* mark = written.data();
-  for (Index l = 0; l < w.size(); ++l) mark_slot(mark[l], wp[l] != T(0), has_decay && ap[l] == T(0));
+  const Index n = w.size();
+  if (has_decay) {
+    for (Index l = 0; l < n; ++l)
+      mark[l] = static_cast<std::uint8_t>((wp[l] != T(0)) | ((ap[l] != T(0)) & (mark[l] != 0)));
+  } else {
+    for (Index l = 0; l < n; ++l) mark[l] = static_cast<std::uint8_t>((wp[l] != T(0)) | (mark[l] != 0));
+  }
 }
 
 // One query head's buffers in the chunked kernels: each head that reads the memory has its own

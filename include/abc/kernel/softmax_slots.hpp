@@ -2,11 +2,13 @@
 // abc: bounded-memory attention. The softmax read over slots, with the empty-slot rule.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
 #include "exp_sum.hpp"
 #include "../types.hpp"
+#include "simd.hpp"
 
 ABC_NAMESPACE_BEGIN
 namespace kernel {
@@ -19,43 +21,76 @@ struct SlotRange {
   Index lo2 = 0, hi2 = 0;  // empty by default: one range, and no per-slot work for it
 };
 
+namespace impl {
+// NaN → −∞ in place over n entries, returning the largest entry (−∞ when there is none). A score
+// that is not a number can only come from finite inputs overflowing (+∞ − ∞ in q·k): it takes no
+// mass, rather than spreading NaN into the read. One pass instead of a select and a reduction.
+template <class T>
+T clean_max(T* x, Index n) noexcept {
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  T m = ninf;
+  Index l = 0;
+#ifndef ABC_NO_SIMD
+  using B = batch<T>;
+  constexpr Index width = Index(B::size);
+  if (n >= width) {
+    const B none(ninf);
+    B mv = none;
+    for (; l + width <= n; l += width) {
+      const B v = B::load_unaligned(x + l);
+      const B c = xsimd::select(v != v, none, v);
+      c.store_unaligned(x + l);
+      mv = xsimd::max(mv, c);
+    }
+    alignas(B::arch_type::alignment()) T lanes[width];
+    mv.store_aligned(lanes);
+    for (Index r = 0; r < width; ++r) m = std::max(m, lanes[r]);
+  }
+#endif
+  for (; l < n; ++l) {
+    if (x[l] != x[l]) x[l] = ninf;
+    m = std::max(m, x[l]);
+  }
+  return m;
+}
+}  // namespace impl
+
 // In place: logits → probabilities over the readable slots (those in `range`'s one or two ranges,
 // and only written ones when `mask`); unreadable slots get exactly 0. The max is subtracted first,
 // so every exponent is ≤ 0 and the sum is ≥ 1: the division can never be by zero. Returns false
 // when no slot is readable, in which case p is all zero and the read is the zero vector (never NaN).
+// It runs for every head of every decode step, so its loops read the count once and do not
+// branch per slot (the written flags are bytes, which may alias the logits).
 template <class T>
 bool softmax_slots(T* logits, Index n, const std::uint8_t* written, bool mask, SlotRange range) {
   constexpr T inf = std::numeric_limits<T>::infinity();
-  Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> a(logits, n);
   if (range.hi2 > range.lo2) {
     // Two ranges (rare): one pass over every slot.
     for (Index l = 0; l < n; ++l) {
       const bool in = (l >= range.lo && l < range.hi) || (l >= range.lo2 && l < range.hi2);
-      if (!in || (mask && !written[l])) a[l] = -inf;
+      if (!in || (mask && !written[l])) logits[l] = -inf;
     }
   } else {
-    a.head(range.lo).setConstant(-inf);
-    a.tail(n - range.hi).setConstant(-inf);
+    std::fill(logits, logits + range.lo, -inf);
+    std::fill(logits + range.hi, logits + n, -inf);
     if (mask)
-      for (Index l = range.lo; l < range.hi; ++l)
-        if (!written[l]) a[l] = -inf;
+      for (Index l = range.lo, hi = range.hi; l < hi; ++l) logits[l] = written[l] != 0 ? logits[l] : -inf;
   }
-  // A score that is not a number can only come from finite inputs overflowing (+∞ − ∞ in q·k):
-  // it takes no mass, rather than spreading NaN into the read.
-  a = a.isNaN().select(Eigen::Array<T, Eigen::Dynamic, 1>::Constant(n, -inf), a);
-  const T m = a.maxCoeff();
+  const T m = impl::clean_max(logits, n);
   if (m == -inf) {
-    a.setZero();
+    std::fill(logits, logits + n, T(0));
     return false;
   }
   if (m == inf) {
     // Logits overflowed (keys and queries near the type's limit): the softmax limit shares the mass
     // equally among the infinite logits instead of producing inf − inf = NaN.
-    a = (a == inf).template cast<T>();
-    a /= a.sum();
+    T count = T(0);
+    for (Index l = 0; l < n; ++l) count += logits[l] == inf ? T(1) : T(0);
+    for (Index l = 0; l < n; ++l) logits[l] = logits[l] == inf ? T(1) / count : T(0);
     return true;
   }
-  a /= exp_sum(logits, n, m);  // ≥ 1: the max entry contributes exp(0)
+  const T sum = exp_sum(logits, n, m);  // ≥ 1: the max entry contributes exp(0)
+  for (Index l = 0; l < n; ++l) logits[l] /= sum;
   return true;
 }
 
