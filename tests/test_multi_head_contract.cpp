@@ -139,6 +139,61 @@ TEST_CASE("of several bad pairs, a long call reports the first, and writes nothi
   REQUIRE(out == out_before);
 }
 
+// A batched call checks its first sequence in full and the others by what can differ between
+// sequences (lengths, the state's shape and kind, the capacity): a problem in any later sequence
+// is still found, with the message the full check gives, and nothing is written.
+TEST_CASE("a batched call finds a problem in any sequence, not only the first", "[multi_head][pool][errors]") {
+  const Index H = 2, d = 4;
+  SECTION("a state of another width") {
+    const Mha mha(abc::control::SlidingWindow<float>{4}, H, H);
+    Mha::Pool pool;
+    mha.add(pool, 1, d, d);
+    mha.add(pool, 2, d, d);
+    mha.add(pool, 3, 2 * d, d);  // keys twice as wide
+    const auto before = snapshot(pool, {1, 2, 3});
+    auto q = filled(3 * H * d, 21), out = std::vector<float>(q.size(), -3.0f);
+    const auto view = HT::bshd(q.data(), 3, 1, H, d);
+    const auto out_before = out;
+    REQUIRE_THROWS_WITH(mha.forward_causal(pool, {1, 2, 3}, view, view, view, HTO::bshd(out.data(), 3, 1, H, d)),
+                        ABC_CONTAINS("abc::MultiHeadAttention::forward_causal: state.keys() is [4 x 8], expected [4 x 4]"));
+    REQUIRE(snapshot(pool, {1, 2, 3}) == before);
+    REQUIRE(out == out_before);
+    REQUIRE(mha.validate(pool, {1, 2, 3}, view, view, view, HTO::bshd(out.data(), 3, 1, H, d)) ==
+            abc::Status::shape_mismatch);
+  }
+  SECTION("a sequence at the control's capacity") {
+    using Lf = abc::control::Linformer<float>;
+    const abc::MultiHeadAttention<Lf> mha(Lf(abc::Slots{3}, 5, abc::Seed{2}), H, H);
+    abc::MultiHeadAttention<Lf>::Pool pool;
+    for (std::uint64_t id : {1, 2, 3}) mha.add(pool, id, d, d);
+    auto q = filled(5 * H * d, 22), out = std::vector<float>(q.size());
+    const auto five = HT::bshd(q.data(), 1, 5, H, d);
+    mha.forward_causal(pool, {2}, five, five, five, HTO::bshd(out.data(), 1, 5, H, d));  // sequence 2 is full
+    const auto before = snapshot(pool, {1, 2, 3});
+    const auto step = HT::bshd(q.data(), 3, 1, H, d);
+    REQUIRE_THROWS_WITH(mha.forward_causal(pool, {1, 2, 3}, step, step, step, HTO::bshd(out.data(), 3, 1, H, d)),
+                        ABC_CONTAINS("the token count (state position + new tokens) is 6, expected at most 5"));
+    REQUIRE(snapshot(pool, {1, 2, 3}) == before);
+    REQUIRE_NOTHROW(mha.forward_causal(pool, {1, 3}, HT::bshd(q.data(), 2, 1, H, d), HT::bshd(q.data(), 2, 1, H, d),
+                                       HT::bshd(q.data(), 2, 1, H, d), HTO::bshd(out.data(), 2, 1, H, d)));
+  }
+  SECTION("a sequence whose queries and keys differ in length") {
+    const Mha mha(abc::control::SlidingWindow<float>{4}, H, H);
+    Mha::Pool pool;
+    mha.add(pool, 1, d, d);
+    mha.add(pool, 2, d, d);
+    const auto before = snapshot(pool, {1, 2});
+    auto data = filled(4 * H * d, 23), out = std::vector<float>(data.size(), -3.0f);
+    const auto q = HT::packed(data.data(), {0, 1, 3}, H, d);  // lengths 1, 2
+    const auto k = HT::packed(data.data(), {0, 1, 4}, H, d);  // lengths 1, 3
+    const auto out_before = out;
+    REQUIRE_THROWS_WITH(mha.forward_causal(pool, {1, 2}, q, k, k, HTO::packed(out.data(), {0, 1, 3}, H, d)),
+                        ABC_CONTAINS("causal attention reads one query per key"));
+    REQUIRE(snapshot(pool, {1, 2}) == before);
+    REQUIRE(out == out_before);
+  }
+}
+
 // all_finite() reads exactly the view's elements, in each layout's passes: a NaN or an infinity at
 // any element of any sequence and head is found, and one in the padding past a sequence's length,
 // or between strided heads, is not read.

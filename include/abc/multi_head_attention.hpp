@@ -392,10 +392,17 @@ class MultiHeadAttention {
     return detail::first_failure(k.batch(), memories(), spread, [&](Index b, Index m) -> Failure {
       if (m == 0 && !keys_only && out.length(b) != q.length(b)) return detail::length_failure(b, out.length(b), q.length(b));
       const attention_type& a = memories_[std::size_t(m)];
+      const state_type* st = form == Form::pool ? seq_states[std::size_t(b)]->data() + m : nullptr;
+      // Checked in order without threads, pair (0, m) has passed: the other sequences' pairs need
+      // only what differs between sequences (a decode step's checks stay O(batch), not a full
+      // check per pair).
+      if (b > 0 && finite && !spread &&
+          detail::passes_like(a.control(), mode, st, form == Form::pool ? seq_states[0]->data() + m : nullptr,
+                              keys_only ? k.length(b) : q.length(b), k.length(b), v.length(b), x ? x->length(b) : -1))
+        return {};
       const auto kh = k.head(b, kv_of(m));
       const Group g = group(m);
       const MatrixRef<T> qh = keys_only ? MatrixRef<T>(kh) : MatrixRef<T>(q.head(b, g.first));
-      const state_type* st = form == Form::pool ? seq_states[std::size_t(b)]->data() + m : nullptr;
       const MatrixRef<T> xh = x ? MatrixRef<T>(x->head(b, x->heads() == 1 ? 0 : m)) : qh;
       if (auto p = detail::call_problem(a.control(), mode, st, qh, kh, v.head(b, kv_of(m)), x ? &xh : nullptr, finite))
         return failure(p);

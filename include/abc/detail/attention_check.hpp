@@ -114,6 +114,27 @@ Problem call_problem(const C& control, CallForm form, const State<scalar_of<C>>*
   return {};
 }
 
+// Whether call_problem(control, form, state, …, inputs_finite = true) passes for inputs of
+// q_rows, k_rows, v_rows and x_rows rows (x_rows < 0: no x), given that it passed for inputs of the
+// same widths with the state `like` (another sequence's state of the same memory, or none). Only
+// what can differ between the sequences of one layer call is looked at: the lengths, the state's
+// shape and kind, and the capacity. A batched decode step runs the full check for its first
+// sequence and this for the others; where this says no, the full check finds the message.
+template <class C>
+bool passes_like(const C& control, CallForm form, const State<scalar_of<C>>* state, const State<scalar_of<C>>* like,
+                 Index q_rows, Index k_rows, Index v_rows, Index x_rows) noexcept {
+  if (v_rows != k_rows || (x_rows >= 0 && x_rows != k_rows)) return false;
+  if (form == CallForm::causal && q_rows != k_rows) return false;
+  if ((state == nullptr) != (like == nullptr)) return false;
+  if (state && (state->num_slots() != like->num_slots() || state->key_dim() != like->key_dim() ||
+                state->value_dim() != like->value_dim() || StateAccess::kind(*state) != StateAccess::kind(*like)))
+    return false;
+  if constexpr (has_max_tokens<C>::value)
+    if ((state ? state->position() : 0) + k_rows > control.max_tokens()) return false;
+  (void)control;
+  return true;
+}
+
 // Why a BoundedAttention of n slots and these options cannot be made.
 inline Problem attention_problem(Index n, Index chunk) noexcept {
   if (n < 1) return at_least(Status::bad_config, "num_slots()", n, 1, "a memory needs a slot");

@@ -133,9 +133,11 @@ bool spread_checks(const Tensor& t, Index heads_per_pair) noexcept {
 
 // The door ids_problem finds a pool's states by.
 struct SequencePoolAccess {
+  // The states of sequence `id`, or null when the pool has none: one lookup.
   template <class Pool>
-  static auto& find(Pool& pool, std::uint64_t id) {
-    return pool.find(id);
+  static auto* find_if(Pool& pool, std::uint64_t id) {
+    const auto it = pool.states_.find(id);
+    return it == pool.states_.end() ? nullptr : &it->second;
   }
 };
 
@@ -191,6 +193,23 @@ class SequencePool {
 
 // What a call does with its sequence ids: continue sequences in the pool (each once), read them
 // (an id may repeat), or add new ones.
+// The smallest id that `ids` holds more than once, or null. A decode batch is short, so small
+// ones are compared pairwise (no allocation on every step); long ones are sorted.
+inline const std::uint64_t* smallest_repeat(const std::vector<std::uint64_t>& ids) {
+  const std::uint64_t* found = nullptr;
+  if (ids.size() <= 64) {
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      for (std::size_t j = i + 1; j < ids.size(); ++j)
+        if (ids[i] == ids[j] && (!found || ids[i] < *found)) found = &ids[i];
+    return found;
+  }
+  std::vector<std::uint64_t> sorted(ids);
+  std::sort(sorted.begin(), sorted.end());
+  const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+  if (dup != sorted.end()) found = &*std::find(ids.begin(), ids.end(), *dup);
+  return found;
+}
+
 enum class IdUse { advance, read, add };
 
 // The checks of a layer call's sequence ids: one per sequence, distinct unless read, and in the
@@ -204,26 +223,23 @@ LayerFailure ids_problem(IdUse use, PoolT& pool, const std::vector<std::uint64_t
     return layer_failure(value_problem(Status::shape_mismatch, "ids.size()", Index(ids.size()), "", batch,
                                        "one id per sequence"));
   const auto config = [](std::string m) { return layer_failure(Status::bad_config, std::move(m)); };
-  if (use != IdUse::read) {
-    std::vector<std::uint64_t> sorted(ids);
-    std::sort(sorted.begin(), sorted.end());
-    const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
-    if (dup != sorted.end())
+  if (use != IdUse::read)
+    if (const std::uint64_t* dup = smallest_repeat(ids))
       return config("ids holds sequence id " + std::to_string(*dup) +
                     " twice, expected distinct ids (each sequence advances once per call)");
-  }
+  seq_states.reserve(ids.size());
   for (std::uint64_t id : ids) {
     if (use == IdUse::add) {
       if (pool.contains(id)) return config("sequence id " + std::to_string(id) + " is already in the pool (drop it first)");
       continue;
     }
-    if (!pool.contains(id)) return config("sequence id " + std::to_string(id) + " is not in the pool (add it first)");
-    auto& st = SequencePoolAccess::find(pool, id);
-    if (Index(st.size()) != memories)
-      return config("pool sequence " + std::to_string(id) + " holds " + std::to_string(st.size()) +
+    auto* st = SequencePoolAccess::find_if(pool, id);
+    if (!st) return config("sequence id " + std::to_string(id) + " is not in the pool (add it first)");
+    if (Index(st->size()) != memories)
+      return config("pool sequence " + std::to_string(id) + " holds " + std::to_string(st->size()) +
                     " states, expected " + std::to_string(memories) + " (the pool was filled by another " + owner +
                     ")");
-    seq_states.push_back(&st);
+    seq_states.push_back(st);
   }
   return {};
 }

@@ -12,9 +12,9 @@ namespace kernel {
 /// Σ x_ij · 0 over `rows` rows of `cols` entries, row i at x + i · stride: ±0 when every entry is
 /// finite, NaN otherwise (∞ · 0 and NaN · 0 are NaN, and NaN absorbs the sum). One multiply-add per
 /// vector and no branch, so the checks every call runs on its inputs cost a small fraction of a
-/// decode step; the vectors of every row go into the same two accumulators (two loads in flight
-/// per cycle) and are reduced once, since a row of one head is short and a reduction per row would
-/// cost more than its loads.
+/// decode step; the vectors of every row go into the same four accumulators (as many as keep the
+/// multiply-adds' latency covered at one load per cycle) and are reduced once, since a row of one
+/// head is short and a reduction per row would cost more than its loads.
 template <class T>
 T finite_residue_rows(const T* x, Index rows, Index cols, Index stride) noexcept {
 #ifdef ABC_NO_SIMD
@@ -25,22 +25,21 @@ T finite_residue_rows(const T* x, Index rows, Index cols, Index stride) noexcept
   using B = batch<T>;
   constexpr Index width = Index(B::size);
   const B zero(T(0));
-  B a0 = zero, a1 = zero;
+  B a0 = zero, a1 = zero, a2 = zero, a3 = zero;
   T tail = T(0);
   for (Index i = 0; i < rows; ++i) {
     const T* r = x + i * stride;
     Index j = 0;
-    for (; j + 2 * width <= cols; j += 2 * width) {
+    for (; j + 4 * width <= cols; j += 4 * width) {
       a0 = xsimd::fma(B::load_unaligned(r + j), zero, a0);
       a1 = xsimd::fma(B::load_unaligned(r + j + width), zero, a1);
+      a2 = xsimd::fma(B::load_unaligned(r + j + 2 * width), zero, a2);
+      a3 = xsimd::fma(B::load_unaligned(r + j + 3 * width), zero, a3);
     }
-    if (j + width <= cols) {
-      a0 = xsimd::fma(B::load_unaligned(r + j), zero, a0);
-      j += width;
-    }
+    for (; j + width <= cols; j += width) a0 = xsimd::fma(B::load_unaligned(r + j), zero, a0);
     tail += scalar::finite_residue(r + j, cols - j);
   }
-  return impl::hsum(a0 + a1) + tail;
+  return impl::hsum((a0 + a1) + (a2 + a3)) + tail;
 #endif
 }
 
