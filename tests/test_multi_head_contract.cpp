@@ -165,7 +165,7 @@ TEST_CASE("a batched call finds a problem in any sequence, not only the first", 
     using Lf = abc::control::Linformer<float>;
     const abc::MultiHeadAttention<Lf> mha(Lf(abc::Slots{3}, 5, abc::Seed{2}), H, H);
     abc::MultiHeadAttention<Lf>::Pool pool;
-    for (std::uint64_t id : {1, 2, 3}) mha.add(pool, id, d, d);
+    for (const std::uint64_t id : std::vector<std::uint64_t>{1, 2, 3}) mha.add(pool, id, d, d);
     auto q = filled(5 * H * d, 22), out = std::vector<float>(q.size());
     const auto five = HT::bshd(q.data(), 1, 5, H, d);
     mha.forward_causal(pool, {2}, five, five, five, HTO::bshd(out.data(), 1, 5, H, d));  // sequence 2 is full
