@@ -191,8 +191,6 @@ class SequencePool {
   std::map<SeqId, std::vector<State>> states_;
 };
 
-// What a call does with its sequence ids: continue sequences in the pool (each once), read them
-// (an id may repeat), or add new ones.
 // The smallest id that `ids` holds more than once, or null. A decode batch is short, so small
 // ones are compared pairwise (no allocation on every step); long ones are sorted.
 inline const std::uint64_t* smallest_repeat(const std::vector<std::uint64_t>& ids) {
@@ -210,6 +208,8 @@ inline const std::uint64_t* smallest_repeat(const std::vector<std::uint64_t>& id
   return found;
 }
 
+// What a call does with its sequence ids: continue sequences in the pool (each once), read them
+// (an id may repeat), or add new ones.
 enum class IdUse { advance, read, add };
 
 // The checks of a layer call's sequence ids: one per sequence, distinct unless read, and in the
