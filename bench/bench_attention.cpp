@@ -184,6 +184,29 @@ void run_bounded(benchmark::State& st, const C& control, bool dense, const std::
   }
 }
 
+// A forward pass and its backward pass (∂L/∂out of ones). Counters: tokens_per_s, and
+// peak_rss_mib, the process's peak resident set so far.
+template <class C>
+void run_gradients(benchmark::State& st, const C& control, const std::string& form) {
+  const Index n_tok = st.range(0);
+  abc::BoundedAttention attn{control};
+  const Inputs in(n_tok);
+  const Mat d_out = Mat::Ones(n_tok, kD);
+  for (auto _ : st) {
+    if (form == "forward") {
+      benchmark::DoNotOptimize(attn.forward(in.q, in.k, in.v).data());
+    } else if (form == "forward_causal") {
+      benchmark::DoNotOptimize(attn.forward_causal(in.q, in.k, in.v).data());
+    } else if (form == "backward") {
+      benchmark::DoNotOptimize(attn.backward(in.q, in.k, in.v, d_out).k.data());
+    } else {
+      benchmark::DoNotOptimize(attn.backward_causal(in.q, in.k, in.v, d_out).k.data());
+    }
+  }
+  st.counters["tokens_per_s"] = benchmark::Counter(double(n_tok), benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["peak_rss_mib"] = abc_bench::peak_rss_mib();
+}
+
 void run_softmax(benchmark::State& st, const std::string& form) {
   const Index n_tok = st.range(0);
   abc::SoftmaxAttention<float> attn;
@@ -341,6 +364,15 @@ void register_all() {
     });
     for (Index n : lengths) b->Args({n, 64});
     b->Unit(benchmark::kNanosecond);
+  }
+  // Gradients of ABC-MLP (n = 64) against its forward pass at the same N, and the process's peak
+  // resident memory (run one N per process to read it for that N: the peak only grows).
+  for (const std::string form : {"forward", "backward", "forward_causal", "backward_causal"}) {
+    auto* b = benchmark::RegisterBenchmark(("grad/mlp/" + form).c_str(), [form](benchmark::State& st) {
+      run_gradients(st, abc::control::Mlp<float>(abc::Slots{slots(st)}, kD, abc::Seed{1}), form);
+    });
+    for (Index n : {Index(4096), Index(16384), Index(65536)}) b->Args({n, 64});
+    b->Unit(benchmark::kMicrosecond);
   }
   // Grouped-query decode: one memory per key/value head against one per query head.
   for (const bool shared : {true, false}) {

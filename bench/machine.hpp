@@ -2,6 +2,8 @@
 // abc bench: the machine's own measured single-core FMA peak, so every kernel reports its fraction.
 #pragma once
 
+#include <sys/resource.h>
+
 #include <ctime>
 #include <algorithm>
 #include <cstddef>
@@ -10,6 +12,13 @@
 #include <xsimd/xsimd.hpp>
 
 namespace abc_bench {
+
+// The process's peak resident set so far, in MiB (Linux reports ru_maxrss in KiB).
+inline double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;
+}
 
 // CPU time of the calling thread: the probes compare with Google Benchmark's rates, which are CPU
 // time by default, and stay meaningful on a shared machine where wall time includes other jobs.

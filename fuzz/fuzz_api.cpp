@@ -150,6 +150,30 @@ void exercise(const Control& ctl, Reader& in, double weight_bound, bool grows, b
     if (!t && bounded && qb <= cap) ABC_FUZZ_REQUIRE(max_abs(out) < std::numeric_limits<double>::infinity());
   }
 
+  // Gradients (a softmax readout): the forward call's checks plus d_out's; finite for moderate inputs.
+  if constexpr (abc::detail::readout_of<Control>::value == abc::Readout::softmax &&
+                abc::detail::differentiable_control<Control>::value) {
+    const abc::Matrix<T> d_out = in.matrix<T>(a.q.rows() + off(8), dv);
+    const bool d_ok = d_out.rows() == a.q.rows() && d_out.allFinite();
+    const bool moderate = values && a.bound <= 100 && weight_bound <= 100 && max_abs(d_out) <= 100 && s <= 10;
+    for (const bool causal : {false, true}) {
+      abc::Gradients<Control> g;
+      const abc::Status st = a.use_x ? (causal ? attn.validate(attn.make_state(std::max<Index>(d, 1), std::max<Index>(dv, 1)), a.q, a.k, a.v, a.x)
+                                               : attn.validate(a.q, a.k, a.v, a.x))
+                                     : (causal ? attn.validate(attn.make_state(std::max<Index>(d, 1), std::max<Index>(dv, 1)), a.q, a.k, a.v)
+                                               : attn.validate(a.q, a.k, a.v));
+      const bool t = throws([&] {
+        if (causal)
+          g = a.use_x ? attn.backward_causal(a.q, a.k, a.v, d_out, a.x) : attn.backward_causal(a.q, a.k, a.v, d_out);
+        else
+          g = a.use_x ? attn.backward(a.q, a.k, a.v, d_out, a.x) : attn.backward(a.q, a.k, a.v, d_out);
+      });
+      ABC_FUZZ_REQUIRE(t == !(st == abc::Status::ok && d_ok));
+      if (!t && moderate)
+        ABC_FUZZ_REQUIRE(g.q.allFinite() && g.k.allFinite() && g.v.allFinite() && g.x.allFinite());
+    }
+  }
+
   // Causal: a whole-sequence forward_causal, then a state: prefill of p tokens and a step loop.
   abc::Matrix<T> whole;
   const bool whole_threw = throws([&] {

@@ -90,6 +90,10 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
   bad_chunk.chunk = 0;
   M out52(5, 2), out43(4, 3);
   V out2(2);
+  M dout_nan = v;
+  dout_nan(2, 1) = nan;
+  const abc::StateGradient<float> short_end{M::Zero(3, 4), M::Zero(4, 3), M::Zero(2, 4)};
+  const abc::StateGradient<float> nan_end{M::Zero(4, 4), dout_nan.topRows(4), M::Zero(2, 4)};
 
   // Multi-head: 4 query heads over 2 key/value heads; batches of 2 sequences of 3 tokens.
   std::vector<float> buf(512, 0.5f), obuf(512, 0.0f);
@@ -189,6 +193,24 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
        "abc::BoundedAttention::forward_causal: centroids.rows() is 0, expected at least 4 (a Cluster(Slots{n}, d_x, seed, "
        "max_iter) fits its centroids only in non-causal forward; build it from centroids, e.g. "
        "Cluster::kmeans(...).centroids, for causal attention and step)"},
+      {"backward: keys narrower than the queries", [&] { attn.backward(q, k3, v, v); }, Throws::shape_error,
+       "abc::BoundedAttention::backward: k is [5 x 3], expected [5 x 4] (k.cols() must equal q.cols())"},
+      {"backward: d_out of the wrong width", [&] { attn.backward(q, k, v, out52); }, Throws::shape_error,
+       "abc::BoundedAttention::backward: d_out is [5 x 2], expected [5 x 3] (the gradient of the output holds one row "
+       "per query)"},
+      {"backward: a non-finite d_out", [&] { attn.backward(q, k, v, dout_nan); }, Throws::config_error,
+       "abc::BoundedAttention::backward: d_out holds a non-finite value at row 2, column 1, expected finite values"},
+      {"backward_causal: more queries than keys", [&] { attn.backward_causal(q6, k, v, v); }, Throws::shape_error,
+       "abc::BoundedAttention::backward_causal: q is [6 x 4], expected [5 x 4] (causal attention reads one query per "
+       "key)"},
+      {"backward_causal(state): d_end of fewer slots", [&] { attn.backward_causal(state, q, k, v, v, short_end); },
+       Throws::shape_error,
+       "abc::BoundedAttention::backward_causal: d_end.keys is [3 x 4], expected [4 x 4] (d_end holds the gradient of "
+       "the state the call leaves, shaped as the state)"},
+      {"backward_causal(state): a non-finite d_end", [&] { attn.backward_causal(state, q, k, v, v, nan_end); },
+       Throws::config_error,
+       "abc::BoundedAttention::backward_causal: d_end.values holds a non-finite value at row 2, column 1, expected "
+       "finite values"},
       {"step: a key of another width than the query", [&] { attn.step(state, q1, k1_3, v1); }, Throws::shape_error,
        "abc::BoundedAttention::step: k_t.size() is 3, expected 4 (k_t.size() must equal q_t.size())"},
       {"step: an empty query", [&] { attn.step(state, z1, k1, v1); }, Throws::shape_error,

@@ -11,10 +11,13 @@
 #include "detail/attention_check.hpp"
 #include "detail/check.hpp"
 #include "detail/state_access.hpp"
+#include "gradients.hpp"
+#include "kernel/backward.hpp"
 #include "kernel/engine.hpp"
 #include "options.hpp"
 #include "simd_arch.hpp"
 #include "state.hpp"
+#include "state_gradient.hpp"
 #include "types.hpp"
 
 ABC_NAMESPACE_BEGIN
@@ -209,6 +212,65 @@ class BoundedAttention {
         state, 1, [&q_t](Index) { return q_t.data(); }, [&out](Index) { return out.data(); }, k_t.data(), v_t.data(),
         x, false, k_t.size(), v_t.size());
   }
+  /**
+   * \brief The gradients of forward(q, k, v, x): given ∂L/∂out [M × dv], ∂L/∂q, ∂L/∂k, ∂L/∂v,
+   * ∂L/∂x and the control's parameter gradient. O(N · n · d) time, O(N · n) memory beyond the
+   * arguments (kernel/backward.hpp).
+   * \param d_out ∂L/∂out, [M × dv]
+   * \throws shape_error, config_error (forward's checks, and d_out's shape and finiteness)
+   */
+  Gradients<Control> backward(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v, MatrixRef<T> d_out,
+                              const Rows& x = {}) const {
+    static_assert_differentiable();
+    require(Form::non_causal, nullptr, q, k, v, x.get(), d_out, "abc::BoundedAttention::backward");
+    Gradients<Control> g;
+    kernel::SoftmaxBackward<Control>(control_, options_).non_causal(q, k, v, x.value_or(k), x.get() != nullptr, d_out, g);
+    return g;
+  }
+
+  /// The gradients of forward_causal(q, k, v, x) from an empty state: backward_causal(make_state(),
+  /// q, k, v, d_out, {}, x).
+  Gradients<Control> backward_causal(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v, MatrixRef<T> d_out,
+                                     const Rows& x = {}) const {
+    return backward_causal(make_state(std::max<Index>(k.cols(), 1), std::max<Index>(v.cols(), 1)), q, k, v, d_out,
+                           StateGradient<T>{}, x);
+  }
+
+  /**
+   * \brief The gradients of forward_causal(start, q, k, v, x), the call that continued `start`
+   * (which is only read: pass the state as it was before that call).
+   *
+   * A sequence run in pieces is differentiated piece by piece, last first: `d_end` is the gradient
+   * with respect to the state the call left (empty when the loss does not read it), and the
+   * result's `state` is the gradient with respect to `start`, the d_end of the piece before.
+   * \param d_out ∂L/∂out, [N × dv]; \param d_end empty, or K̃ [n × d], Ṽ [n × dv], per-slot [2 × n]
+   * \throws shape_error, config_error
+   */
+  Gradients<Control> backward_causal(const state_type& start, MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v,
+                                     MatrixRef<T> d_out, const StateGradient<T>& d_end, const Rows& x = {}) const {
+    static_assert_differentiable();
+    require(Form::causal, &start, q, k, v, x.get(), d_out, "abc::BoundedAttention::backward_causal");
+    if (!d_end.empty()) {
+      const char* rule = "d_end holds the gradient of the state the call leaves, shaped as the state";
+      detail::Problem p = detail::shape_problem("d_end.keys", d_end.keys.rows(), d_end.keys.cols(), num_slots(),
+                                                start.key_dim(), rule);
+      if (!p)
+        p = detail::shape_problem("d_end.values", d_end.values.rows(), d_end.values.cols(), num_slots(),
+                                  start.value_dim(), rule);
+      if (!p)
+        p = detail::shape_problem("d_end.slot_state", d_end.slot_state.rows(), d_end.slot_state.cols(), 2,
+                                  num_slots(), rule);
+      if (!p) p = detail::finite_problem("d_end.keys", d_end.keys);
+      if (!p) p = detail::finite_problem("d_end.values", d_end.values);
+      if (!p) p = detail::finite_problem("d_end.slot_state", d_end.slot_state);
+      if (p) detail::raise("abc::BoundedAttention::backward_causal", p);
+    }
+    Gradients<Control> g;
+    kernel::SoftmaxBackward<Control>(control_, options_)
+        .causal(start, q, k, v, x.value_or(k), x.get() != nullptr, d_out, d_end, g);
+    return g;
+  }
+
   /// The checks of step(state, q_t, k_t, v_t, x_t), without throwing; `state` is only read.
   [[nodiscard]] Status validate_step(const state_type& state, VectorRef<T> q_t, VectorRef<T> k_t, VectorRef<T> v_t,
                                      const Row& x_t = {}) const noexcept {
@@ -225,6 +287,27 @@ class BoundedAttention {
     state_type s = make_state(k.cols(), v.cols());
     engine().build_memory(s, k, v, x.value_or(k), false);
     return s;
+  }
+
+  static constexpr void static_assert_differentiable() {
+    static_assert(detail::readout_of<Control>::value == Readout::softmax,
+                  "abc::BoundedAttention::backward: gradients are provided for a softmax readout only");
+    static_assert(detail::differentiable_control<Control>::value,
+                  "abc::BoundedAttention::backward: Control must provide `struct Gradient` with `void "
+                  "schedule_backward(const ScheduleTape<T>&, MatrixOut<T> d_slot_state, MatrixOut<T> dx, "
+                  "Gradient&) const`, or declare `static constexpr bool constant_schedule = true` when its "
+                  "schedule has no parameters and is piecewise constant in x (see abc/concepts.hpp)");
+  }
+
+  // A backward call's checks: the forward call's, then ∂L/∂out's shape and finiteness.
+  void require(Form form, const state_type* state, const MatrixRef<T>& q, const MatrixRef<T>& k,
+               const MatrixRef<T>& v, const MatrixRef<T>* x, const MatrixRef<T>& d_out, const char* where) const {
+    detail::Problem p = detail::call_problem(control_, form, state, q, k, v, x);
+    if (!p)
+      p = detail::shape_problem("d_out", d_out.rows(), d_out.cols(), q.rows(), v.cols(),
+                                "the gradient of the output holds one row per query");
+    if (!p) p = detail::finite_problem("d_out", d_out);
+    if (p) detail::raise(where, p);
   }
 
   // A vector as a one-row matrix view (no copy): step shares every check with the parallel calls.

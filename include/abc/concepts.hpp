@@ -8,6 +8,7 @@
 
 #include "readout.hpp"
 #include "schedule.hpp"
+#include "schedule_tape.hpp"
 #include "types.hpp"
 
 // concept Control {
@@ -58,6 +59,18 @@
 //   static constexpr bool stores_tokens;  // sparse: true when each write stores one token as it is,
 //                                     // alone in its slot, and no per-slot state depends on the
 //                                     // writes; lets Concat count a token once (default: false)
+//
+//   // Gradients (BoundedAttention::backward, backward_causal), one of the two:
+//   struct Gradient { ... };          // the parameters' gradients, shaped like the parameters
+//   void schedule_backward(const ScheduleTape<T>& tape, MatrixOut<T> d_slot_state, MatrixOut<T> dx,
+//                          Gradient& grad) const;  // the chain rule through the schedule: from
+//                                     // ∂L/∂w_t and ∂L/∂log a_t (the tape) to x (added into dx,
+//                                     // [N × d_x]), the parameters (assigned to grad) and the
+//                                     // per-slot state (d_slot_state [2 × n]: in, the gradient for
+//                                     // the state after the call; out, for the state before it)
+//   static constexpr bool constant_schedule = true;  // or: the schedule has no parameters and is
+//                                     // piecewise constant in x (a window, a cluster assignment):
+//                                     // no gradient flows through it
 // };
 //
 // `t` is the token's absolute position in its sequence; `x` is the control input (the key unless the
@@ -265,6 +278,30 @@ template <class C>
 struct has_linear_readout
     : std::integral_constant<bool, readout_of<C>::value == Readout::linear && has_key_schedule<C>::value &&
                                        has_query_features<C>::value> {};
+
+// Gradients: the chain rule through a control's schedule (see the block at the top of this file).
+template <class C, class = void>
+struct has_schedule_backward : std::false_type {};
+template <class C>
+struct has_schedule_backward<
+    C, std::void_t<typename C::Gradient,
+                   decltype(std::declval<const C&>().schedule_backward(
+                       std::declval<const ScheduleTape<typename C::scalar_type>&>(),
+                       std::declval<MatrixOut<typename C::scalar_type>>(),
+                       std::declval<MatrixOut<typename C::scalar_type>>(),
+                       std::declval<typename C::Gradient&>()))>> : std::true_type {};
+
+template <class C, class = void>
+struct constant_schedule : std::false_type {};
+template <class C>
+struct constant_schedule<C, std::void_t<decltype(bool{C::constant_schedule})>>
+    : std::integral_constant<bool, C::constant_schedule> {};
+
+// A control BoundedAttention can differentiate: it states its schedule's chain rule, or that none
+// is needed.
+template <class C>
+struct differentiable_control
+    : std::integral_constant<bool, has_schedule_backward<C>::value || constant_schedule<C>::value> {};
 
 template <class T>
 struct is_supported_scalar : std::integral_constant<bool, std::is_same<T, float>::value ||

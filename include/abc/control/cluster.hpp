@@ -62,6 +62,8 @@ class Cluster {
   static std::string tag() { return "abc::control::Cluster"; }
   /// One write per token, into the slot of its nearest centroid.
   static constexpr int max_writes = 1;
+  /// No parameters, and piecewise constant in x: no gradient flows through the schedule.
+  static constexpr bool constant_schedule = true;
   static constexpr bool has_decay_all = false;  ///< only the joined slot decays
 
   /// From given centroids [n × d_x]. \throws config_error if empty or not finite.

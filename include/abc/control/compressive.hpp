@@ -30,6 +30,8 @@ class Compressive {
   static std::string tag() { return "abc::control::Compressive"; }
   /// One write per token, into the slot of its block.
   static constexpr int max_writes = 1;
+  /// No parameters, and piecewise constant in x: no gradient flows through the schedule.
+  static constexpr bool constant_schedule = true;
   /// False: a_t ≡ 1, nothing written decays.
   static constexpr bool has_decay = false;
 

@@ -67,6 +67,10 @@ class Concat {
   /// Slots one token can write when sparse: A's max_writes plus B's (1, unused, when dense).
   static constexpr int max_writes =
       kSparse ? detail::max_writes_of<A>::value + detail::max_writes_of<B>::value : 1;
+  /// True when both parts' schedules are: no gradient flows through the union's. A part with
+  /// parameters of its own is not differentiated through the union (its writes are cut where the
+  /// other part holds the token).
+  static constexpr bool constant_schedule = detail::constant_schedule<A>::value && detail::constant_schedule<B>::value;
 
   /// \throws config_error if A and B read control inputs of different widths, or if their slot
   /// counts add up past Index.

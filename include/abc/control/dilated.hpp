@@ -31,6 +31,8 @@ class Dilated {
   static std::string tag() { return "abc::control::Dilated"; }
   /// One write per token, into the next slot of its buffer's ring.
   static constexpr int max_writes = 1;
+  /// No parameters, and piecewise constant in x: no gradient flows through the schedule.
+  static constexpr bool constant_schedule = true;
   static constexpr bool has_decay_all = false;  ///< only the overwritten slot decays
 
   /// n slots per buffer (the window each query reads), dilation r: n·r slots in all.

@@ -16,7 +16,9 @@
 #include "../detail/gate.hpp"
 #include "../detail/control_check.hpp"
 #include "../error.hpp"
+#include "../gradients.hpp"
 #include "../schedule.hpp"
+#include "../schedule_tape.hpp"
 #include "../types.hpp"
 
 ABC_NAMESPACE_BEGIN
@@ -117,6 +119,51 @@ class Gated {
     Gated g = *this;
     g.inner_ = inner_.noncausal_form(x);
     return g;
+  }
+
+  /// The gradient with respect to the control's parameters.
+  struct Gradient {
+    /// ∂L/∂w_g, [d_x]; empty when the gates were given.
+    Vector<scalar_type> w_g;
+    /// ∂L/∂b_g; 0 when the gates were given.
+    scalar_type b_g = scalar_type(0);
+    /// The inner control's parameter gradient.
+    typename detail::control_gradient<Inner>::type inner{};
+  };
+
+  /**
+   * \brief The chain rule through the schedule (see abc/concepts.hpp), present when Inner's can be
+   * taken. With log a_t = log g_t + log a'_t and w_t = (1 − g_t) w'_t (a', w' Inner's schedule,
+   * replayed from the state before the call), Inner receives ∂L/∂log a' = ∂L/∂log a and
+   * ∂L/∂w' = (1 − g_t) ∂L/∂w, and the gate's logit u_t = w_g·x_t + b_g
+   *     ∂L/∂u_t = (1 − g_t) Σ_ℓ ∂L/∂log a_tℓ − g_t (1 − g_t) Σ_ℓ w'_tℓ ∂L/∂w_tℓ,
+   * without dividing by g_t or 1 − g_t.
+   */
+  template <class I = Inner, std::enable_if_t<detail::differentiable_control<I>::value, int> = 0>
+  void schedule_backward(const ScheduleTape<scalar_type>& tape, MatrixOut<scalar_type> d_slot_state,
+                         MatrixOut<scalar_type> dx, Gradient& grad) const {
+    const Index rows = tape.x.rows(), n = num_slots();
+    Matrix<T> a(rows, n), w(rows, n), slot = tape.slot_state;
+    PositionsRow positions = tape.positions;
+    detail::schedule_rows(inner_, tape.t0, tape.x, slot, positions, a, w);
+    Matrix<T> d_w(rows, n);
+    Vector<T> du(rows);
+    for (Index t = 0; t < rows; ++t) {
+      const auto [g, keep] = gate(tape.t0 + t, tape.x.row(t).transpose());
+      d_w.row(t) = keep * tape.d_write.row(t);
+      du(t) = keep * tape.d_log_decay.row(t).sum() - g * keep * w.row(t).dot(tape.d_write.row(t));
+    }
+    if (w_g_.size() > 0) {
+      dx.noalias() += du * w_g_.transpose();
+      grad.w_g.noalias() = tape.x.transpose() * du;
+      grad.b_g = du.sum();
+    }
+    if constexpr (detail::has_schedule_backward<Inner>::value) {
+      const ScheduleTape<T> inner{tape.t0, tape.x, tape.slot_state, tape.positions, a, w, tape.d_log_decay, d_w};
+      inner_.schedule_backward(inner, d_slot_state, dx, grad.inner);
+    } else {
+      d_slot_state.setZero();
+    }
   }
 
   /// Slots one token can write when sparse: Inner's max_writes (1, unused, when dense).

@@ -33,6 +33,8 @@ class GlobalTokens {
   static std::string tag() { return "abc::control::GlobalTokens"; }
   /// At most one write per token: a global token writes its slot, any other token nothing.
   static constexpr int max_writes = 1;
+  /// No parameters, and piecewise constant in x: no gradient flows through the schedule.
+  static constexpr bool constant_schedule = true;
   /// Each slot holds one token as it is (Concat counts such a token once).
   static constexpr bool stores_tokens = true;
   /// False: a_t ≡ 1, nothing written decays.

@@ -26,6 +26,8 @@ class Identity {
   static std::string tag() { return "abc::control::Identity"; }
   /// One write per token, into slot t.
   static constexpr int max_writes = 1;
+  /// No parameters, and piecewise constant in x: no gradient flows through the schedule.
+  static constexpr bool constant_schedule = true;
   /// Each slot holds one token as it is (Concat counts such a token once).
   static constexpr bool stores_tokens = true;
   /// False: a_t ≡ 1, nothing written decays.

@@ -10,6 +10,7 @@
 #include "../detail/check.hpp"
 #include "../detail/control_check.hpp"
 #include "../detail/random.hpp"
+#include "../schedule_tape.hpp"
 #include "../seed.hpp"
 #include "../slots.hpp"
 #include "../types.hpp"
@@ -59,6 +60,21 @@ class Linformer {
   Index max_tokens() const noexcept { return w_.cols(); }
   /// W_LF [n × N_max].
   const Matrix<Scalar>& weights() const noexcept { return w_; }
+
+  /// The gradient with respect to the control's parameters.
+  struct Gradient {
+    /// ∂L/∂W_LF, [n × N_max]: column t is ∂L/∂w_t for the call's positions, 0 elsewhere.
+    Matrix<Scalar> w_lf;
+  };
+
+  /// The chain rule through the schedule (see abc/concepts.hpp): w_t is column t of W_LF, so
+  /// ∂L/∂W_LF[:, t] = ∂L/∂w_t. The control reads no input and keeps no per-slot state.
+  void schedule_backward(const ScheduleTape<Scalar>& tape, MatrixOut<Scalar> d_slot_state, MatrixOut<Scalar> /*dx*/,
+                         Gradient& grad) const {
+    grad.w_lf.setZero(w_.rows(), w_.cols());
+    grad.w_lf.middleCols(tape.t0, tape.d_write.rows()) = tape.d_write.transpose();
+    d_slot_state.setZero();
+  }
 
   /// Tokens t0 .. t0 + rows − 1 (rows = x.rows()): decay 1, and write row t is column t0 + t of
   /// W_LF; `decay` and `write` are [rows × n]. Needs t0 + rows ≤ N_max, which BoundedAttention

@@ -13,6 +13,7 @@
 #include "../detail/random.hpp"
 #include "../detail/project.hpp"
 #include "../kernel/online_normalise.hpp"
+#include "../schedule_tape.hpp"
 #include "../seed.hpp"
 #include "../slots.hpp"
 #include "../types.hpp"
@@ -102,6 +103,69 @@ class Mlp {
     weights_from_logits(slot_state, decay, write);
   }
 
+  /// The gradient with respect to the control's parameters.
+  struct Gradient {
+    /// ∂L/∂W_φ, [n × d_x].
+    Matrix<Scalar> w_phi;
+  };
+
+  /**
+   * \brief The chain rule through the schedule (see abc/concepts.hpp): from ∂L/∂w_t and ∂L/∂log a_t
+   * to the logits s_t = W_φ x_t, then to x and W_φ.
+   *
+   * Per slot, with z_t = log Σ_{i≤t} α_i (z_t = logaddexp(z_{t−1}, λ_t), λ = log α), log w_t = λ_t − z_t
+   * and, with prefix normalisation, log a_t = z_{t−1} − z_t. The gradient with respect to z is carried
+   * from the last token to the first through ∂z_t/∂z_{t−1} = exp(z_{t−1} − z_t) and
+   * ∂z_t/∂λ_t = exp(λ_t − z_t), both ≤ 1 and both replayed by the forward normaliser itself
+   * (kernel::online_normalise): nothing grows, whatever the logits. `d_slot_state` holds ∂L/∂z in
+   * row 0 (abc/state_gradient.hpp).
+   */
+  void schedule_backward(const ScheduleTape<Scalar>& tape, MatrixOut<Scalar> d_slot_state, MatrixOut<Scalar> dx,
+                         Gradient& grad) const {
+    using Row = Eigen::Matrix<Scalar, 1, Eigen::Dynamic>;
+    const Index rows = tape.x.rows(), n = num_slots();
+    const bool prefix = normalization_ == Normalization::prefix;
+    // exp(λ_t − z_t) is the write in both normalisations; exp(z_{t−1} − z_t) is the decay with prefix
+    // normalisation, and is replayed from the state before the call without it.
+    Matrix<Scalar> s, lam, carry;
+    if (activation_ != Activation::exp || !prefix) {
+      s.noalias() = tape.x * w_.transpose();
+      lam = s;
+      MatrixOut<Scalar> lam_out(lam);
+      to_log_weight(lam_out);
+    }
+    if (!prefix) {
+      carry.resize(rows, n);
+      Matrix<Scalar> norm = tape.slot_state;
+      Row unused(n);
+      for (Index t = 0; t < rows; ++t)
+        kernel::online_normalise(lam.row(t).data(), norm.row(0).data(), norm.row(1).data(), carry.row(t).data(),
+                                 unused.data(), n, true);
+    }
+    Row c = d_slot_state.row(0);  // ∂L/∂z, from the last token back
+    Row d_log_w(n);
+    Matrix<Scalar> ds(rows, n);
+    for (Index t = rows - 1; t >= 0; --t) {
+      d_log_w.array() = tape.write.row(t).array() * tape.d_write.row(t).array();
+      if (prefix) {
+        c.array() -= d_log_w.array() + tape.d_log_decay.row(t).array();
+        ds.row(t).array() = d_log_w.array() + tape.write.row(t).array() * c.array();
+        c.array() = tape.d_log_decay.row(t).array() + tape.decay.row(t).array() * c.array();
+      } else {
+        c -= d_log_w;
+        ds.row(t).array() = d_log_w.array() + tape.write.row(t).array() * c.array();
+        c.array() *= carry.row(t).array();
+      }
+    }
+    if (activation_ != Activation::exp)
+      for (Index t = 0; t < rows; ++t)
+        for (Index l = 0; l < n; ++l) ds(t, l) = activation_slope(s(t, l), lam(t, l), ds(t, l));
+    d_slot_state.row(0) = c;
+    d_slot_state.row(1).setZero();
+    dx.noalias() += ds * w_;
+    grad.w_phi.noalias() = ds.transpose() * tape.x;
+  }
+
   /// The schedule of given logits X W_φᵀ [rows × n] (computed by the caller, e.g. for every head at
   /// once): the same as schedule() of those inputs.
   void schedule_projected(Index /*t0*/, MatrixRef<Scalar> logits, MatrixOut<Scalar> slot_state, MatrixOut<Scalar> decay,
@@ -151,6 +215,17 @@ class Mlp {
         case Activation::exp: break;
       }
     }
+  }
+
+  // ∂L/∂s from ∂L/∂λ for the activation: λ = s (exp), log σ(s) (slope σ(−s)), log s (slope 1/s).
+  Scalar activation_slope(Scalar s, Scalar lam, Scalar d_lam) const noexcept {
+    switch (activation_) {
+      case Activation::sigmoid:  // σ(−s) without overflow
+        return d_lam * (s >= 0 ? std::exp(-s) / (Scalar(1) + std::exp(-s)) : Scalar(1) / (Scalar(1) + std::exp(s)));
+      case Activation::relu: return lam == -std::numeric_limits<Scalar>::infinity() ? Scalar(0) : d_lam / s;
+      case Activation::exp: break;
+    }
+    return d_lam;
   }
 
   static Matrix<Scalar> random_weights(Index n, Index d_x, std::uint64_t seed) {

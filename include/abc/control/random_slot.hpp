@@ -32,6 +32,8 @@ class RandomSlot {
   static std::string tag() { return "abc::control::RandomSlot"; }
   /// One write per token, into slot(t).
   static constexpr int max_writes = 1;
+  /// No parameters, and piecewise constant in x: no gradient flows through the schedule.
+  static constexpr bool constant_schedule = true;
   /// False: a_t ≡ 1, nothing written decays.
   static constexpr bool has_decay = false;
 

@@ -31,6 +31,8 @@ class SlidingWindow {
   static std::string tag() { return "abc::control::SlidingWindow"; }
   /// One write per token, into slot t mod n.
   static constexpr int max_writes = 1;
+  /// No parameters, and piecewise constant in x: no gradient flows through the schedule.
+  static constexpr bool constant_schedule = true;
   /// Each slot holds one token as it is (Concat counts such a token once).
   static constexpr bool stores_tokens = true;
   static constexpr bool has_decay_all = false;  ///< only the overwritten slot decays (Concat stays sparse)

@@ -12,6 +12,7 @@
 #include "../detail/project.hpp"
 #include "../detail/random.hpp"
 #include "../kernel/forget_gate.hpp"
+#include "../schedule_tape.hpp"
 #include "../seed.hpp"
 #include "../slots.hpp"
 #include "../types.hpp"
@@ -86,6 +87,32 @@ class SlotGates {
                 MatrixOut<Scalar> write) const {
     detail::project(x, w_, w_t_, decay);  // the logits, replaced row by row by the decays
     gates_from_logits(decay, write);
+  }
+
+  /// The gradient with respect to the control's parameters.
+  struct Gradient {
+    /// ∂L/∂W_f, [n × d_x].
+    Matrix<Scalar> w_f;
+    /// ∂L/∂b_f, [n] (computed whether or not a bias was given).
+    Vector<Scalar> b_f;
+  };
+
+  /// The chain rule through the schedule (see abc/concepts.hpp): with log f = −softplus(−s)/τ, both
+  /// the decay f and the write 1 − f have the slope σ(−s)/τ in log f, so
+  /// ∂L/∂s = σ(−s)/τ · (∂L/∂log a − f ∂L/∂w), a product of bounded factors for any logit.
+  void schedule_backward(const ScheduleTape<Scalar>& tape, MatrixOut<Scalar> d_slot_state, MatrixOut<Scalar> dx,
+                         Gradient& grad) const {
+    Matrix<Scalar> ds = tape.x * w_.transpose();
+    ds.rowwise() += b_.transpose();
+    const Scalar inv_tau = Scalar(1) / tau_;
+    ds = ds.unaryExpr([inv_tau](Scalar s) {  // σ(−s)/τ
+      return inv_tau * (s >= 0 ? std::exp(-s) / (Scalar(1) + std::exp(-s)) : Scalar(1) / (Scalar(1) + std::exp(s)));
+    });
+    ds.array() *= tape.d_log_decay.array() - tape.decay.array() * tape.d_write.array();
+    d_slot_state.setZero();
+    dx.noalias() += ds * w_;
+    grad.w_f.noalias() = ds.transpose() * tape.x;
+    grad.b_f = ds.colwise().sum().transpose();
   }
 
   /// W_f, through which the schedule reads the control input (its logits are X W_fᵀ).

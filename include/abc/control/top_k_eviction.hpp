@@ -46,6 +46,8 @@ class TopKEviction {
   static std::string tag() { return "abc::control::TopKEviction"; }
   /// At most one write per token: the slot it takes, if any.
   static constexpr int max_writes = 1;
+  /// No parameters, and piecewise constant in x: no gradient flows through the schedule.
+  static constexpr bool constant_schedule = true;
   static constexpr bool has_decay_all = false;  ///< only the overwritten slot is reset
 
   /// n slots: the `recent` newest tokens, and the topk = n − recent best-scored older ones.
