@@ -220,6 +220,19 @@ class SoftmaxBackward {
     mem.noalias() += b.eff.topRows(c).transpose() * b.kv.topRows(c);
   }
 
+  // For the c tokens of decays a and writes w: what is left of token i's write at the end,
+  // cum_i = Π_{j>i} a_j, and its weight there, eff_i = w_i ⊙ cum_i; dcum = Π_j a_j. Products only,
+  // as kernel::suffix_weights.
+  template <class A, class W>
+  static void suffix_weights(const A& a, const W& w, Index c, Buffers& b) {
+    b.dcum.setOnes();
+    for (Index t = c - 1; t >= 0; --t) {
+      b.cum.row(t) = b.dcum;
+      if (has_decay) b.dcum.array() *= a.row(t).array();
+    }
+    b.eff.topRows(c).array() = w.array() * b.cum.topRows(c).array();
+  }
+
   // Tokens t0 .. t0 + c − 1 in reverse, with `grad` = [∂L/∂K̃ ∂L/∂Ṽ] for the memory after the chunk:
   // the parts of dk, dv and dw it gives, then `grad` moved to the memory before the chunk, and
   // ∂L/∂log a for the chunk's tokens (the running suffix sum u).
@@ -229,14 +242,9 @@ class SoftmaxBackward {
     const Index d = k.cols(), dv = v.cols();
     const auto a = tp.decay.middleRows(t0, c);
     const auto w = tp.write.middleRows(t0, c);
-    auto cum = b.cum.topRows(c);  // Π_{j>i} a_j: what is left of token i's write at the chunk's end
-    b.dcum.setOnes();
-    for (Index t = c - 1; t >= 0; --t) {
-      cum.row(t) = b.dcum;
-      if (has_decay) b.dcum.array() *= a.row(t).array();
-    }
-    auto eff = b.eff.topRows(c);
-    eff.array() = w.array() * cum.array();
+    suffix_weights(a, w, c, b);
+    const auto cum = b.cum.topRows(c);
+    const auto eff = b.eff.topRows(c);
     auto share = b.share.topRows(c);  // what the later reads give the chunk's keys and values
     share.noalias() = eff * grad;
     g.k.middleRows(t0, c) += share.leftCols(d);
@@ -274,15 +282,10 @@ class SoftmaxBackward {
       auto w = tp.write.middleRows(t0, c);
       detail::schedule_rows(ctl, t0, input.middleRows(t0, c), Access::slot_state(s), Access::positions(s), a, w);
       for (Index t = 0; t < c; ++t) mark_written<T>(has_decay, a.row(t), w.row(t), Access::written(s));
-      auto eff = b.eff.topRows(c);
-      b.dcum.setOnes();
-      for (Index t = c - 1; t >= 0; --t) {
-        eff.row(t) = w.row(t).cwiseProduct(b.dcum);
-        if (has_decay) b.dcum.array() *= a.row(t).array();
-      }
+      suffix_weights(a, w, c, b);
       if (has_decay) mem.array().colwise() *= b.dcum.transpose().array();
       b.load(k, v, t0, c);
-      mem.noalias() += eff.transpose() * b.kv.topRows(c);
+      mem.noalias() += b.eff.topRows(c).transpose() * b.kv.topRows(c);
     }
     // Its read by every query (kernel::read_all), and the read's gradients.
     const T sc = scale(q.cols());
