@@ -216,7 +216,9 @@ class BoundedAttention {
    * \brief The gradients of forward(q, k, v, x): given ∂L/∂out [M × dv], ∂L/∂q, ∂L/∂k, ∂L/∂v,
    * ∂L/∂x and the control's parameter gradient. O(N · n · d) time, O(N · n) memory beyond the
    * arguments (kernel/backward.hpp).
+   * \param q queries, [M × d]; \param k keys, [N × d]; \param v values, [N × dv]: as given to forward
    * \param d_out ∂L/∂out, [M × dv]
+   * \param x optional control input, [N × d_x], as given to forward
    * \throws shape_error, config_error (forward's checks, and d_out's shape and finiteness)
    */
   Gradients<Control> backward(MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v, MatrixRef<T> d_out,
@@ -243,7 +245,10 @@ class BoundedAttention {
    * A sequence run in pieces is differentiated piece by piece, last first: `d_end` is the gradient
    * with respect to the state the call left (empty when the loss does not read it), and the
    * result's `state` is the gradient with respect to `start`, the d_end of the piece before.
+   * \param start the state the forward call continued, as it was before that call
+   * \param q queries, [N × d]; \param k keys, [N × d]; \param v values, [N × dv]: as given to it
    * \param d_out ∂L/∂out, [N × dv]; \param d_end empty, or K̃ [n × d], Ṽ [n × dv], per-slot [2 × n]
+   * \param x optional control input, [N × d_x], as given to it
    * \throws shape_error, config_error
    */
   Gradients<Control> backward_causal(const state_type& start, MatrixRef<T> q, MatrixRef<T> k, MatrixRef<T> v,
