@@ -20,6 +20,7 @@ case "${1:-}" in
       libclang-rt-14-dev clang-tidy cppcheck  # sanitizers, libFuzzer, static analysis (scripts/test.sh)
       libomp-14-dev                         # OpenMP for clang, with Archer for ThreadSanitizer
       python3-torch                         # examples/pytorch_interop (reference written in PyTorch)
+      pybind11-dev python3-dev              # the Python module abc_attention (python/, ABC_BUILD_PYTHON)
       doxygen                               # the API reference (the `docs` target, checked by scripts/test.sh)
     )
     ;;

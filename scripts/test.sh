@@ -37,7 +37,9 @@ ctest --test-dir "$build" --output-on-failure -j"$jobs"
 skip='^(consumer|compile_fail)\.'
 # Stages that build only some test executables also skip the <name>_NOT_BUILT placeholder that
 # CTest's test discovery registers for each executable not built there.
-lean=(-DABC_BUILD_BENCHMARKS=OFF -DABC_INSTALL=OFF)
+# The Python module is built and tested in stage 1 only: a sanitized module would not load into an
+# uninstrumented python3, and its build is the longest of the lean stages.
+lean=(-DABC_BUILD_BENCHMARKS=OFF -DABC_INSTALL=OFF -DABC_BUILD_PYTHON=OFF)
 # RelWithDebInfo's -O2 and NDEBUG, with line tables instead of full debug info.
 lines=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG")
 
@@ -75,7 +77,7 @@ ctest --test-dir build-nosimd --output-on-failure -j"$jobs" -E "$skip|_NOT_BUILT
 
 stage "5/7 benches with clang++ (build only)"
 cmake -S . -B build-clang -DCMAKE_CXX_COMPILER=clang++ -DABC_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
-  -DABC_BUILD_TESTS=OFF -DABC_BUILD_EXAMPLES=OFF -DABC_INSTALL=OFF
+  -DABC_BUILD_TESTS=OFF -DABC_BUILD_EXAMPLES=OFF -DABC_INSTALL=OFF -DABC_BUILD_PYTHON=OFF
 cmake --build build-clang -j"$jobs"
 
 stage "6/7 fuzzers (libFuzzer + ASan + UBSan), bounded runs"

@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: MIT
+// The C++ side of python.bit_for_bit: fixed inputs through BoundedAttention's calls (forward,
+// forward_causal, backward, backward_causal, and a step loop), each written as a .npy file with the
+// inputs themselves, so that the Python test feeds abc_attention exactly these numbers and compares
+// with np.array_equal.
+//
+//     abc_python_reference DIR      writes DIR/<case>/<name>.npy
+#include <abc/abc.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// .npy version 1.0, C order, little-endian (the machines abc's tests run on are).
+template <class T>
+void write_npy(const fs::path& path, const T* data, abc::Index rows, abc::Index cols, bool vector) {
+  std::string header = std::string("{'descr': '<f") + (sizeof(T) == 8 ? "8" : "4") +
+                       "', 'fortran_order': False, 'shape': (" + std::to_string(rows) +
+                       (vector ? ",), }" : ", " + std::to_string(cols) + "), }");
+  // The magic, version and length take 10 bytes; the header ends in '\n' and pads the whole to 64.
+  const std::size_t total = (10 + header.size() + 1 + 63) / 64 * 64;
+  header.append(total - 10 - header.size() - 1, ' ');
+  header += '\n';
+  std::ofstream f(path, std::ios::binary);
+  const auto len = static_cast<std::uint16_t>(header.size());
+  f.write("\x93NUMPY\x01\x00", 8);
+  const char len_bytes[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
+  f.write(len_bytes, 2);
+  f << header;
+  f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(sizeof(T) * std::size_t(rows * cols)));
+  if (!f) throw std::runtime_error("cannot write " + path.string());
+}
+
+template <class T>
+void write(const fs::path& dir, const std::string& name, const abc::Matrix<T>& m) {
+  write_npy(dir / (name + ".npy"), m.data(), m.rows(), m.cols(), false);
+}
+template <class T>
+void write(const fs::path& dir, const std::string& name, const abc::Vector<T>& v) {
+  write_npy(dir / (name + ".npy"), v.data(), v.size(), 1, true);
+}
+
+// Deterministic values of unit scale, different for every (salt, row, column): the same numbers in
+// every build, without depending on a random number generator's implementation.
+template <class T>
+abc::Matrix<T> fill(abc::Index rows, abc::Index cols, double salt) {
+  abc::Matrix<T> m(rows, cols);
+  for (abc::Index i = 0; i < rows; ++i)
+    for (abc::Index j = 0; j < cols; ++j)
+      m(i, j) = T(std::sin(1.7 * double(i) + 0.61 * double(j) * (1.0 + 0.1 * salt) + salt) * 1.3);
+  return m;
+}
+
+struct Sizes {
+  abc::Index n_tok = 37, d = 8, dv = 6, n = 5, d_x = 7;   // partial chunks with chunk = 16
+};
+
+// Writes every input and output of one attention to dir. The control input x is given when
+// `with_x`; the parameters were written by the caller.
+template <class Control>
+void run_case(const fs::path& dir, const abc::BoundedAttention<Control>& attn, bool with_x, const Sizes& s) {
+  using T = typename Control::scalar_type;
+  const abc::Matrix<T> q = fill<T>(s.n_tok, s.d, 1), k = fill<T>(s.n_tok, s.d, 2), v = fill<T>(s.n_tok, s.dv, 3);
+  const abc::Matrix<T> x = fill<T>(s.n_tok, s.d_x, 4), d_out = fill<T>(s.n_tok, s.dv, 5);
+  write(dir, "q", q);
+  write(dir, "k", k);
+  write(dir, "v", v);
+  write(dir, "d_out", d_out);
+  if (with_x) write(dir, "x", x);
+  using Rows = typename abc::BoundedAttention<Control>::Rows;
+  const Rows xr = with_x ? Rows(x) : Rows();
+  write(dir, "forward", attn.forward(q, k, v, xr));
+  write(dir, "forward_causal", attn.forward_causal(q, k, v, xr));
+  const auto write_gradients = [&](const std::string& prefix, const abc::Gradients<Control>& g) {
+    write(dir, prefix + "q", g.q);
+    write(dir, prefix + "k", g.k);
+    write(dir, prefix + "v", g.v);
+    if (with_x) write(dir, prefix + "x", g.x);
+    if constexpr (std::is_same_v<Control, abc::control::Mlp<T>>) write(dir, prefix + "w_phi", g.control.w_phi);
+    if constexpr (std::is_same_v<Control, abc::control::SlotGates<T>>) {
+      write(dir, prefix + "w_f", g.control.w_f);
+      write(dir, prefix + "b_f", g.control.b_f);
+    }
+    if constexpr (std::is_same_v<Control, abc::control::Linformer<T>>) write(dir, prefix + "w_lf", g.control.w_lf);
+  };
+  write_gradients("backward.", attn.backward(q, k, v, d_out, xr));
+  write_gradients("backward_causal.", attn.backward_causal(q, k, v, d_out, xr));
+  // The step loop, one token at a time, then the first half by forward_causal and the rest stepped.
+  auto state = attn.make_state(s.d, s.dv);
+  abc::Matrix<T> stepped(s.n_tok, s.dv);
+  for (abc::Index t = 0; t < s.n_tok; ++t) {
+    using Row = typename abc::BoundedAttention<Control>::Row;
+    const abc::Vector<T> x_t = x.row(t).transpose();
+    stepped.row(t) = attn.step(state, q.row(t).transpose(), k.row(t).transpose(), v.row(t).transpose(),
+                               with_x ? Row(x_t) : Row())
+                         .transpose();
+  }
+  write(dir, "step", stepped);
+  write(dir, "state.keys", state.keys());
+  write(dir, "state.values", state.values());
+  const abc::Index half = s.n_tok / 2;
+  auto split = attn.make_state(s.d, s.dv);
+  const Rows x_head = with_x ? Rows(x.topRows(half)) : Rows();
+  const Rows x_tail = with_x ? Rows(x.bottomRows(s.n_tok - half)) : Rows();
+  abc::Matrix<T> continued(s.n_tok, s.dv);
+  continued.topRows(half) = attn.forward_causal(split, q.topRows(half), k.topRows(half), v.topRows(half), x_head);
+  continued.bottomRows(s.n_tok - half) = attn.forward_causal(split, q.bottomRows(s.n_tok - half),
+                                                             k.bottomRows(s.n_tok - half),
+                                                             v.bottomRows(s.n_tok - half), x_tail);
+  write(dir, "forward_causal_state", continued);
+}
+
+template <class T>
+void write_cases(const fs::path& root, const std::string& suffix) {
+  namespace ctl = abc::control;
+  const Sizes s;
+  {
+    const fs::path dir = root / ("mlp_" + suffix);
+    fs::create_directories(dir);
+    const abc::Matrix<T> w_phi = fill<T>(s.n, s.d_x, 6);
+    write(dir, "w_phi", w_phi);
+    run_case(dir, abc::BoundedAttention{ctl::Mlp<T>{w_phi}}, true, s);
+  }
+  {
+    const fs::path dir = root / ("mlp_keys_" + suffix);   // the control reads the keys: d_x = d
+    fs::create_directories(dir);
+    const abc::Matrix<T> w_phi = fill<T>(s.n, s.d, 7);
+    write(dir, "w_phi", w_phi);
+    run_case(dir, abc::BoundedAttention{ctl::Mlp<T>{w_phi, ctl::Activation::sigmoid, ctl::Normalization::per_token}},
+             false, s);
+  }
+  {
+    const fs::path dir = root / ("sliding_window_" + suffix);
+    fs::create_directories(dir);
+    run_case(dir, abc::BoundedAttention{ctl::SlidingWindow<T>{s.n}}, false, s);
+  }
+  {
+    const fs::path dir = root / ("slot_gates_" + suffix);
+    fs::create_directories(dir);
+    const abc::Matrix<T> w_f = fill<T>(s.n, s.d_x, 8);
+    const abc::Vector<T> b_f = fill<T>(s.n, 1, 9).col(0);
+    write(dir, "w_f", w_f);
+    write(dir, "b_f", b_f);
+    abc::Options o;
+    o.scale = 1.0;
+    run_case(dir, abc::BoundedAttention{ctl::SlotGates<T>{w_f, b_f, T(4)}, o}, true, s);
+  }
+  {
+    const fs::path dir = root / ("linformer_" + suffix);
+    fs::create_directories(dir);
+    const abc::Matrix<T> w_lf = fill<T>(s.n, 40, 10);
+    write(dir, "w_lf", w_lf);
+    run_case(dir, abc::BoundedAttention{ctl::Linformer<T>{w_lf}}, false, s);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: abc_python_reference DIR\n";
+    return 2;
+  }
+  try {
+    write_cases<double>(argv[1], "float64");
+    write_cases<float>(argv[1], "float32");
+  } catch (const std::exception& e) {
+    std::cerr << "abc_python_reference: " << e.what() << '\n';
+    return 1;
+  }
+  return 0;
+}
