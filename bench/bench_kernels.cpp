@@ -21,20 +21,23 @@ using Vec = abc::Vector<float>;
 
 enum class Path { simd, scalar, simd_per_row };
 
-// The update + dot and update + axpy passes, as the library runs them (rows_dot / rows_axpy, SIMD
-// or scalar) or a row at a time (update_dot / update_axpy per row: the kernels before rows_*).
+// The update + dot and update + axpy passes, as the library runs them (columns_dot over a
+// column-major K̃, rows_axpy over Ṽ; SIMD or scalar) or a row at a time over a row-major K̃
+// (update_dot / update_axpy per row: the kernels before the block passes).
 template <Path P>
 void step_rows(benchmark::State& st) {
   const Index n = st.range(0), d = st.range(1);
   Mat km = Mat::Random(n, d), vm = Mat::Random(n, d);
+  abc::ColMatrix<float> kc = km;
   const Vec a = (Vec::Random(n).array() * 0.5f + 0.5f).matrix(), w = Vec::Random(n), q = Vec::Random(d),
             k = Vec::Random(d), v = Vec::Random(d);
   Vec scores(n), out(d);
   for (auto _ : st) {
     if constexpr (P == Path::simd)
-      abc::kernel::rows_dot<true>(km.data(), d, n, d, a.data(), w.data(), k.data(), q.data(), 1.0f, scores.data());
+      abc::kernel::columns_dot<true>(kc.data(), n, n, d, a.data(), w.data(), k.data(), q.data(), 1.0f, scores.data());
     else if constexpr (P == Path::scalar)
-      abc::kernel::scalar::rows_dot<true>(km.data(), d, n, d, a.data(), w.data(), k.data(), q.data(), 1.0f, scores.data());
+      abc::kernel::scalar::columns_dot<true>(kc.data(), n, n, d, a.data(), w.data(), k.data(), q.data(), 1.0f,
+                                             scores.data());
     else
       for (Index l = 0; l < n; ++l)
         scores[l] = abc::kernel::update_dot(km.row(l).data(), a[l], w[l], k.data(), q.data(), d);
@@ -61,15 +64,17 @@ template <bool Simd>
 void read_rows(benchmark::State& st) {
   const Index n = st.range(0), d = st.range(1);
   const Mat km = Mat::Random(n, d), vm = Mat::Random(n, d);
-  Mat kc = km, vc = vm;
+  abc::ColMatrix<float> kc = km;
+  Mat vc = vm;
   const Vec q = Vec::Random(d), none = Vec::Zero(n);
   Vec scores(n), out(d);
   for (auto _ : st) {
     if (Simd)
-      abc::kernel::rows_dot<false>(kc.data(), d, n, d, none.data(), none.data(), q.data(), q.data(), 1.0f, scores.data());
+      abc::kernel::columns_dot<false>(kc.data(), n, n, d, none.data(), none.data(), q.data(), q.data(), 1.0f,
+                                      scores.data());
     else
-      abc::kernel::scalar::rows_dot<false>(kc.data(), d, n, d, none.data(), none.data(), q.data(), q.data(), 1.0f,
-                                           scores.data());
+      abc::kernel::scalar::columns_dot<false>(kc.data(), n, n, d, none.data(), none.data(), q.data(), q.data(), 1.0f,
+                                              scores.data());
     scores /= scores.cwiseAbs().sum() + 1.0f;
     if (Simd)
       abc::kernel::rows_axpy<false>(vc.data(), d, n, d, none.data(), none.data(), q.data(), scores.data(), out.data());

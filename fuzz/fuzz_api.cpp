@@ -40,7 +40,7 @@ using abc::Index;
 // the finiteness invariant below is asserted only for inputs that cannot overflow.
 template <class T>
 bool same_bits(const abc::State<T>& a, const abc::State<T>& b) {
-  auto eq = [](const abc::Matrix<T>& x, const abc::Matrix<T>& y) {
+  auto eq = [](const auto& x, const auto& y) {  // one storage order on both sides
     return x.rows() == y.rows() && x.cols() == y.cols() &&
            (x.size() == 0 || std::memcmp(x.data(), y.data(), sizeof(T) * std::size_t(x.size())) == 0);
   };

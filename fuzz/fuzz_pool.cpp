@@ -36,8 +36,10 @@ using abc::Index;
 using abc_fuzz::Reader;
 using abc_fuzz::throws;
 
-template <class T>
-bool same_bits(const abc::Matrix<T>& a, const abc::Matrix<T>& b) {
+// Two matrices of one storage order (a State's K̃ is column-major, the rest row-major).
+template <class T, int Order>
+bool same_bits(const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>& a,
+               const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>& b) {
   return a.rows() == b.rows() && a.cols() == b.cols() &&
          (a.size() == 0 || std::memcmp(a.data(), b.data(), sizeof(T) * std::size_t(a.size())) == 0);
 }

@@ -61,8 +61,10 @@ class State {
   /// Tokens consumed since construction or the last reset().
   Index position() const noexcept { return position_; }
 
-  const Matrix<T>& keys() const noexcept { return keys_; }      ///< K̃, [n × d]
-  const Matrix<T>& values() const noexcept { return values_; }  ///< Ṽ, [n × dv]
+  /// K̃, [n × d], stored column-major (abc::ColMatrix: a decode step's scores are a sum of its columns).
+  const ColMatrix<T>& keys() const noexcept { return keys_; }
+  /// Ṽ, [n × dv].
+  const Matrix<T>& values() const noexcept { return values_; }
   /// The control's per-slot state, [2 × n] (see above); for a normalised control row 0 is the running
   /// max m and row 1 the sum Z relative to it.
   const Matrix<T>& slot_state() const noexcept { return slot_state_; }
@@ -118,14 +120,14 @@ class State {
 
   // Empty memory of n slots for keys of width d and values of width dv, of the control `kind`.
   State(Index n, Index d, Index dv, const detail::ControlKind* kind)
-      : keys_(Matrix<T>::Zero(n, d)),
+      : keys_(ColMatrix<T>::Zero(n, d)),
         values_(Matrix<T>::Zero(n, dv)),
         slot_state_(empty_slot_state(n)),
         positions_(PositionsRow::Constant(n, -1)),
         written_(static_cast<std::size_t>(n), 0),
         kind_(kind) {}
 
-  Matrix<T> keys_;
+  ColMatrix<T> keys_;
   Matrix<T> values_;
   static Matrix<T> empty_slot_state(Index n) {
     Matrix<T> z(2, n);

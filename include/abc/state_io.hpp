@@ -55,8 +55,14 @@ std::vector<std::uint8_t> save_state(const BoundedAttention<Control>& attn,
   w.u64(std::uint64_t(state.key_dim()));
   w.u64(std::uint64_t(state.value_dim()));
   w.u64(std::uint64_t(state.position()));
-  for (const Matrix<T>* m : {&state.keys(), &state.values(), &Access::slot_state(state)})
-    for (Index i = 0; i < m->size(); ++i) w.scalar(m->data()[i]);
+  // Row by row whatever the storage order (K̃ is column-major in memory).
+  const auto put = [&w](const auto& m) {
+    for (Index i = 0; i < m.rows(); ++i)
+      for (Index j = 0; j < m.cols(); ++j) w.scalar(m(i, j));
+  };
+  put(state.keys());
+  put(state.values());
+  put(Access::slot_state(state));
   const PositionsRow& positions = Access::positions(state);
   for (Index l = 0; l < positions.size(); ++l) w.u64(static_cast<std::uint64_t>(positions(l)));
   const auto& written = Access::written(state);
@@ -100,8 +106,13 @@ void load_state(const BoundedAttention<Control>& attn, const std::uint8_t* data,
   if (size - r.at != payload)
     blob_error("length is " + std::to_string(size) + " bytes, expected " + std::to_string(r.at + payload));
   State<T> s = Access::empty<T>(Index(n), Index(d), Index(dv), &detail::control_kind_v<Control>);
-  for (Matrix<T>* m : {&Access::keys(s), &Access::values(s), &Access::slot_state(s)})
-    for (Index i = 0; i < m->size(); ++i) m->data()[i] = r.scalar<T>();
+  const auto get = [&r](auto& m) {
+    for (Index i = 0; i < m.rows(); ++i)
+      for (Index j = 0; j < m.cols(); ++j) m(i, j) = r.scalar<T>();
+  };
+  get(Access::keys(s));
+  get(Access::values(s));
+  get(Access::slot_state(s));
   PositionsRow& positions = Access::positions(s);
   for (Index l = 0; l < positions.size(); ++l) positions(l) = static_cast<Index>(r.u64());
   auto& written = Access::written(s);

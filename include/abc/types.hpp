@@ -14,6 +14,10 @@ using Index = Eigen::Index;
 template <class T>
 using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+/// Column-major dynamic matrix: a State's K̃ [n × d], each key dimension's n slots contiguous, so
+/// that a decode step forms the n scores K̃ q as a sum of columns (no horizontal sum per slot).
+template <class T>
+using ColMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
 /// Dynamic column vector (one token's query, key, value or output).
 template <class T>
 using Vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;

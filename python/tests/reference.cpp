@@ -104,7 +104,7 @@ void run_case(const fs::path& dir, const abc::BoundedAttention<Control>& attn, b
                          .transpose();
   }
   write(dir, "step", stepped);
-  write(dir, "state.keys", state.keys());
+  write(dir, "state.keys", abc::Matrix<T>(state.keys()));
   write(dir, "state.values", state.values());
   const abc::Index half = s.n_tok / 2;
   auto split = attn.make_state(s.d, s.dv);

@@ -76,87 +76,98 @@ TEMPLATE_TEST_CASE("row kernels match the scalar oracle at every tail length", "
     }
 }
 
-// rows_dot / rows_axpy: whole blocks of rows (the step's two passes; rows_axpy keeps column blocks
-// of 4 batches, then single batches, in registers). Row counts and widths around those blocks, a
-// leading dimension past the width (padding that must stay untouched) and an unaligned base.
+// columns_dot / rows_axpy: the step's two passes over whole blocks (columns_dot keeps slot blocks
+// of 4 batches, then single batches, in registers; rows_axpy the same for column blocks). Counts
+// and widths around those blocks, a leading dimension past the block (padding that must stay
+// untouched) and an unaligned base.
 template <bool Update, class T>
-void check_row_blocks() {
+void check_blocks() {
   const Index wd = width<T>();
-  const std::vector<Index> counts = {0, 1, wd - 1, wd, wd + 1, 2 * wd + 3, 64};
-  const std::vector<Index> widths = {1, wd - 1, wd, wd + 1, 4 * wd, 4 * wd + 1, 5 * wd + 3, 64};
+  const std::vector<Index> counts = {0, 1, wd - 1, wd, wd + 1, 2 * wd + 3, 4 * wd, 4 * wd + 1, 5 * wd + 3, 64};
+  const std::vector<Index> widths = {1, 2, wd - 1, wd, wd + 1, 4 * wd, 4 * wd + 1, 5 * wd + 3, 64};
   for (Index n : counts)
     for (Index d : widths) {
       if (d < 1) continue;
-      const Index ld = d + 3, off = 1, size = off + n * ld;
       INFO("update " << Update << ", n = " << n << ", d = " << d);
-      auto rows_a = data<T>(size, 20), rows_b = rows_a;
-      const auto a = data<T>(n, 21), w = data<T>(n, 22), x = data<T>(d, 23), q = data<T>(d, 24);
-      auto p = data<T>(n, 25);
-      if (n > 2) p[1] = T(0);  // a zero weight (an empty or masked slot)
-      std::vector<T> dots_a(size_t(n) + 1, T(7)), dots_b = dots_a, out_a(size_t(d) + 1, T(7)), out_b = out_a;
       const T scale = T(0.125);
-      abc::kernel::rows_dot<Update>(rows_a.data() + off, ld, n, d, a.data(), w.data(), x.data(), q.data(), scale,
-                                    dots_a.data());
-      abc::kernel::scalar::rows_dot<Update>(rows_b.data() + off, ld, n, d, a.data(), w.data(), x.data(), q.data(),
-                                            scale, dots_b.data());
-      for (Index l = 0; l < n; ++l) REQUIRE(std::abs(double(dots_a[size_t(l)] - dots_b[size_t(l)])) <= tol<T>(d));
-      REQUIRE(dots_a[size_t(n)] == T(7));  // nothing written past the last row
-      for (Index i = 0; i < size; ++i) REQUIRE(std::abs(double(rows_a[size_t(i)] - rows_b[size_t(i)])) <= tol<T>(1));
-      abc::kernel::rows_axpy<Update>(rows_a.data() + off, ld, n, d, a.data(), w.data(), x.data(), p.data() + 1,
-                                     out_a.data());
-      abc::kernel::scalar::rows_axpy<Update>(rows_b.data() + off, ld, n, d, a.data(), w.data(), x.data(),
-                                             p.data() + 1, out_b.data());
-      for (Index j = 0; j < d; ++j) REQUIRE(std::abs(double(out_a[size_t(j)] - out_b[size_t(j)])) <= tol<T>(n));
-      REQUIRE(out_a[size_t(d)] == T(7));
-      for (Index i = 0; i < size; ++i) REQUIRE(std::abs(double(rows_a[size_t(i)] - rows_b[size_t(i)])) <= tol<T>(1));
-      // Padding between rows and before the block is never touched.
-      for (Index l = 0; l < n; ++l)
-        for (Index j = d; j < ld; ++j) {
-          const size_t i = size_t(off + l * ld + j);
-          REQUIRE(rows_a[i] == rows_b[i]);
-        }
-      if (!Update) REQUIRE(rows_a == data<T>(size, 20));  // a read-only pass leaves the rows as they were
+      const auto a = data<T>(n, 21), w = data<T>(n, 22), x = data<T>(d, 23), q = data<T>(d, 24);
+      {  // K̃: n slots × d columns, column-major, column j at off + j · ld
+        const Index ld = n + 3, off = 1, size = off + d * ld;
+        auto cols_a = data<T>(size, 20), cols_b = cols_a;
+        std::vector<T> dots_a(size_t(n) + 1, T(7)), dots_b = dots_a;
+        abc::kernel::columns_dot<Update>(cols_a.data() + off, ld, n, d, a.data(), w.data(), x.data(), q.data(), scale,
+                                         dots_a.data());
+        abc::kernel::scalar::columns_dot<Update>(cols_b.data() + off, ld, n, d, a.data(), w.data(), x.data(), q.data(),
+                                                 scale, dots_b.data());
+        for (Index l = 0; l < n; ++l) REQUIRE(std::abs(double(dots_a[size_t(l)] - dots_b[size_t(l)])) <= tol<T>(d));
+        REQUIRE(dots_a[size_t(n)] == T(7));  // nothing written past the last slot
+        for (Index i = 0; i < size; ++i) REQUIRE(std::abs(double(cols_a[size_t(i)] - cols_b[size_t(i)])) <= tol<T>(1));
+        for (Index j = 0; j < d; ++j)  // padding after each column and before the block is never touched
+          for (Index l = n; l < ld; ++l) REQUIRE(cols_a[size_t(off + j * ld + l)] == cols_b[size_t(off + j * ld + l)]);
+        REQUIRE(cols_a[0] == cols_b[0]);
+        if (!Update) REQUIRE(cols_a == data<T>(size, 20));  // a read-only pass leaves the block as it was
+      }
+      {  // Ṽ: n rows of width d, row-major, row l at off + l · ld
+        const Index ld = d + 3, off = 1, size = off + n * ld;
+        auto rows_a = data<T>(size, 20), rows_b = rows_a;
+        auto p = data<T>(n, 25);
+        if (n > 2) p[1] = T(0);  // a zero weight (an empty or masked slot)
+        std::vector<T> out_a(size_t(d) + 1, T(7)), out_b = out_a;
+        abc::kernel::rows_axpy<Update>(rows_a.data() + off, ld, n, d, a.data(), w.data(), x.data(), p.data() + 1,
+                                       out_a.data());
+        abc::kernel::scalar::rows_axpy<Update>(rows_b.data() + off, ld, n, d, a.data(), w.data(), x.data(),
+                                               p.data() + 1, out_b.data());
+        for (Index j = 0; j < d; ++j) REQUIRE(std::abs(double(out_a[size_t(j)] - out_b[size_t(j)])) <= tol<T>(n));
+        REQUIRE(out_a[size_t(d)] == T(7));
+        for (Index i = 0; i < size; ++i) REQUIRE(std::abs(double(rows_a[size_t(i)] - rows_b[size_t(i)])) <= tol<T>(1));
+        for (Index l = 0; l < n; ++l)
+          for (Index j = d; j < ld; ++j) REQUIRE(rows_a[size_t(off + l * ld + j)] == rows_b[size_t(off + l * ld + j)]);
+        if (!Update) REQUIRE(rows_a == data<T>(size, 20));
+      }
     }
 }
 
-// The scalar oracle itself, against float64 plain loops of the definitions.
+// The scalar oracles themselves, against float64 plain loops of the definitions.
 template <bool Update, class T>
-void check_scalar_rows_against_definition() {
-  const Index n = 5, d = 7, ld = 9;
-  auto rows = data<T>(n * ld, 30);
+void check_scalar_blocks_against_definition() {
+  const Index n = 5, d = 7, ld_k = 8, ld_v = 9;
+  auto cols = data<T>(d * ld_k, 30), rows = data<T>(n * ld_v, 36);
   const auto a = data<T>(n, 31), w = data<T>(n, 32), x = data<T>(d, 33), q = data<T>(d, 34), p = data<T>(n, 35);
-  std::vector<double> expect_rows(rows.begin(), rows.end()), expect_dots(static_cast<size_t>(n)), expect_out(static_cast<size_t>(d), 0.0);
+  std::vector<double> expect_cols(cols.begin(), cols.end()), expect_rows(rows.begin(), rows.end());
+  std::vector<double> expect_dots(static_cast<size_t>(n)), expect_out(static_cast<size_t>(d), 0.0);
   for (Index l = 0; l < n; ++l) {
     double dot = 0;
     for (Index j = 0; j < d; ++j) {
-      double& r = expect_rows[size_t(l * ld + j)];
-      if (Update) r = double(a[size_t(l)]) * r + double(w[size_t(l)]) * double(x[size_t(j)]);
-      dot += r * double(q[size_t(j)]);
+      double& k = expect_cols[size_t(l + j * ld_k)];
+      double& v = expect_rows[size_t(l * ld_v + j)];
+      if (Update) {
+        k = double(a[size_t(l)]) * k + double(w[size_t(l)]) * double(x[size_t(j)]);
+        v = double(a[size_t(l)]) * v + double(w[size_t(l)]) * double(x[size_t(j)]);
+      }
+      dot += k * double(q[size_t(j)]);
+      expect_out[size_t(j)] += double(p[size_t(l)]) * v;
     }
     expect_dots[size_t(l)] = 0.5 * dot;
-    for (Index j = 0; j < d; ++j) expect_out[size_t(j)] += double(p[size_t(l)]) * expect_rows[size_t(l * ld + j)];
   }
   std::vector<T> dots(static_cast<size_t>(n)), out(static_cast<size_t>(d));
-  abc::kernel::scalar::rows_dot<Update>(rows.data(), ld, n, d, a.data(), w.data(), x.data(), q.data(), T(0.5), dots.data());
-  auto rows2 = data<T>(n * ld, 30);
-  abc::kernel::scalar::rows_axpy<Update>(rows2.data(), ld, n, d, a.data(), w.data(), x.data(), p.data(), out.data());
+  abc::kernel::scalar::columns_dot<Update>(cols.data(), ld_k, n, d, a.data(), w.data(), x.data(), q.data(), T(0.5),
+                                           dots.data());
+  abc::kernel::scalar::rows_axpy<Update>(rows.data(), ld_v, n, d, a.data(), w.data(), x.data(), p.data(), out.data());
   for (Index l = 0; l < n; ++l) REQUIRE(std::abs(double(dots[size_t(l)]) - expect_dots[size_t(l)]) <= tol<T>(d));
   for (Index j = 0; j < d; ++j) REQUIRE(std::abs(double(out[size_t(j)]) - expect_out[size_t(j)]) <= tol<T>(n * d));
-  for (Index i = 0; i < n * ld; ++i) {
-    REQUIRE(std::abs(double(rows[size_t(i)]) - expect_rows[size_t(i)]) <= tol<T>(2));
-    REQUIRE(std::abs(double(rows2[size_t(i)]) - expect_rows[size_t(i)]) <= tol<T>(2));
-  }
+  for (Index i = 0; i < d * ld_k; ++i) REQUIRE(std::abs(double(cols[size_t(i)]) - expect_cols[size_t(i)]) <= tol<T>(2));
+  for (Index i = 0; i < n * ld_v; ++i) REQUIRE(std::abs(double(rows[size_t(i)]) - expect_rows[size_t(i)]) <= tol<T>(2));
 }
 
-TEMPLATE_TEST_CASE("rows_dot and rows_axpy match the scalar oracle over blocks of rows", "[kernel][rows]", float,
+TEMPLATE_TEST_CASE("columns_dot and rows_axpy match the scalar oracle over whole blocks", "[kernel][rows]", float,
                    double) {
-  check_row_blocks<true, TestType>();
-  check_row_blocks<false, TestType>();
+  check_blocks<true, TestType>();
+  check_blocks<false, TestType>();
 }
 
-TEMPLATE_TEST_CASE("the scalar row-block kernels compute their definitions", "[kernel][rows]", float, double) {
-  check_scalar_rows_against_definition<true, TestType>();
-  check_scalar_rows_against_definition<false, TestType>();
+TEMPLATE_TEST_CASE("the scalar block kernels compute their definitions", "[kernel][rows]", float, double) {
+  check_scalar_blocks_against_definition<true, TestType>();
+  check_scalar_blocks_against_definition<false, TestType>();
 }
 
 TEMPLATE_TEST_CASE("online_normalise matches the scalar oracle, including −∞ and huge log-weights",

@@ -55,6 +55,12 @@ void require_close(const abc::Matrix<T>& got, const Mat& want) {
   }
 }
 
+// A State's K̃ (column-major): compared entry by entry as the row-major result it equals.
+template <class T>
+void require_close(const abc::ColMatrix<T>& got, const Mat& want) {
+  require_close(abc::Matrix<T>(got), want);
+}
+
 // Two library results that must agree to rounding (different kernels, splits).
 template <class T>
 void require_same(const abc::Matrix<T>& a, const abc::Matrix<T>& b) {

@@ -16,7 +16,7 @@ namespace detail {
 // write a State's members through here, so State has one friend instead of one per user.
 struct StateAccess {
   template <class T>
-  static Matrix<T>& keys(State<T>& s) noexcept { return s.keys_; }
+  static ColMatrix<T>& keys(State<T>& s) noexcept { return s.keys_; }
   template <class T>
   static Matrix<T>& values(State<T>& s) noexcept { return s.values_; }
   template <class T>

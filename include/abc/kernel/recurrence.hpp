@@ -19,7 +19,7 @@ namespace kernel {
 // The mutable parts of a State, as the kernels see them.
 template <class T>
 struct MemoryView {
-  Matrix<T>& keys;                     // K̃ [n × d]
+  ColMatrix<T>& keys;                  // K̃ [n × d], column-major (State's layout)
   Matrix<T>& values;                   // Ṽ [n × dv]
   Matrix<T>& slot_state;               // [2 × n]: the control's per-slot state
   std::vector<std::uint8_t>& written;  // [n]
@@ -198,9 +198,10 @@ void advance_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool has_dec
   m.values.noalias() += eff.transpose() * v;
 }
 
-// Row-wise read of a finished memory by many queries: two GEMMs and a row softmax.
-template <class T, class RangeOf>
-void read_all(const Matrix<T>& keys, const Matrix<T>& values, const std::vector<std::uint8_t>& written,
+// Row-wise read of a finished memory by many queries: two GEMMs and a row softmax. `keys` is [n × d]
+// in either storage order (a State's column-major K̃, or rows gathered by the caller).
+template <class T, class Keys, class RangeOf>
+void read_all(const Keys& keys, const Matrix<T>& values, const std::vector<std::uint8_t>& written,
               bool mask, const RangeOf& range_of, T scale, const Eigen::Ref<const Matrix<T>>& q, Eigen::Ref<Matrix<T>> out) {
   Matrix<T> p = scale * q * keys.transpose();
   for (Index i = 0; i < p.rows(); ++i)

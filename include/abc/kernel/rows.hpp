@@ -1,9 +1,7 @@
 // SPDX-License-Identifier: MIT
-// abc: bounded-memory attention. Row kernels of the decode step: fused update + dot, update + axpy.
+// abc: bounded-memory attention. The decode step's passes over the state: update + scores over K̃'s
+// columns, update + weighted sum over Ṽ's rows.
 #pragma once
-
-#include <type_traits>
-#include <utility>
 
 #include "../types.hpp"
 #include "scalar.hpp"
@@ -88,94 +86,43 @@ void axpy(T p, const T* x, T* out, Index n) noexcept {
 
 #ifndef ABC_NO_SIMD
 namespace impl {
-// Σ over the full batches of one row (updated first when Update), left as a batch.
-template <bool Update, class B, class T>
-B row_dot_partial(T* row, T a, T w, const T* x, const T* q, Index full) noexcept {
-  constexpr Index width = Index(B::size);
-  B acc(T(0));
-  if constexpr (Update) {
-    const B av(a), wv(w);
-    for (Index j = 0; j < full; j += width) {
-      const B r = xsimd::fma(av, B::load_unaligned(row + j), wv * B::load_unaligned(x + j));
-      r.store_unaligned(row + j);
-      acc = xsimd::fma(r, B::load_unaligned(q + j), acc);
-    }
-  } else {
-    for (Index j = 0; j < full; j += width) acc = xsimd::fma(B::load_unaligned(row + j), B::load_unaligned(q + j), acc);
-  }
-  return acc;
-}
-
-// The sums of `width` batches at once, lane r holding Σ acc[r]: a transposed reduction, far cheaper
-// than one horizontal sum per row. xsimd 8.1's AVX-512 float haddp returns lanes 2–3 with 4–5 (and
-// 10–11 with 12–13) swapped; that swap is its own inverse, so feeding it the rows in the swapped
-// order puts every sum in its lane (tests/kernel/test_rows.cpp checks each row's dot).
-template <class B>
-ABC_FORCE_INLINE B row_sums(B* acc) noexcept {
-  using A = typename B::arch_type;
-  using T = typename B::value_type;
-  if constexpr (std::is_same<T, float>::value && std::is_base_of<xsimd::avx512f, A>::value &&
-                XSIMD_VERSION_MAJOR < 9) {
-    std::swap(acc[2], acc[4]);
-    std::swap(acc[3], acc[5]);
-    std::swap(acc[10], acc[12]);
-    std::swap(acc[11], acc[13]);
-  }
-  return xsimd::haddp(acc);
-}
-
-// One row's dot with q (its K batches, updated first when Update), left as a batch.
+// Slots [0, K·width) of columns_dot: the slots' scores, decays and writes stay in registers while
+// the d columns stream past, two at a time so that each accumulator's chain of multiply-adds is half
+// as long (the pass is otherwise bound by their latency, not by its loads).
 template <int K, bool Update, class B, class T>
-B row_dot_fixed(T* row, T a, T w, const B* xv, const B* qv) noexcept {
+void dot_columns(T* cols, Index ld, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
+                 T* dots) noexcept {
   constexpr Index width = Index(B::size);
-  B acc(T(0));
-  if constexpr (Update) {
-    const B av(a), wv(w);
-    for (int c = 0; c < K; ++c) {
-      const B r = xsimd::fma(av, B::load_unaligned(row + c * width), wv * xv[c]);
-      r.store_unaligned(row + c * width);
-      acc = xsimd::fma(r, qv[c], acc);
-    }
-  } else {
-    (void)a, (void)w, (void)xv;
-    for (int c = 0; c < K; ++c) acc = xsimd::fma(B::load_unaligned(row + c * width), qv[c], acc);
-  }
-  return acc;
-}
-
-// rows_dot for rows of K full batches (and a scalar tail): q's and x's batches stay in registers,
-// and a batch-width group of rows is reduced together.
-template <int K, bool Update, class B, class T>
-void dot_rows_fixed(T* rows, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
-                    T* dots) noexcept {
-  constexpr Index width = Index(B::size), full = K * width;
-  B qv[K], xv[K];  // xv: used only when Update
+  B acc[K], acc2[K], av[K], wv[K];  // av, wv: used only when Update
   for (int c = 0; c < K; ++c) {
-    qv[c] = B::load_unaligned(q + c * width);
-    if constexpr (Update) xv[c] = B::load_unaligned(x + c * width);
-  }
-  const auto tail = [&](Index l) {
-    T* row = rows + l * ld;
-    return Update ? scalar::update_dot(row + full, a[l], w[l], x + full, q + full, d - full)
-                  : scalar::dot(row + full, q + full, d - full);
-  };
-  const B sv(scale);
-  const Index grouped = n - n % width;
-  for (Index l = 0; l < grouped; l += width) {
-    B acc[width];
-    for (Index r = 0; r < width; ++r)
-      acc[r] = row_dot_fixed<K, Update>(rows + (l + r) * ld, Update ? a[l + r] : T(1), Update ? w[l + r] : T(0), xv, qv);
-    B sums = row_sums(acc);
-    if (d > full) {
-      alignas(B::arch_type::alignment()) T tails[width];
-      for (Index r = 0; r < width; ++r) tails[r] = tail(l + r);
-      sums += B::load_aligned(tails);
+    acc[c] = acc2[c] = B(T(0));
+    if constexpr (Update) {
+      av[c] = B::load_unaligned(a + c * width);
+      wv[c] = B::load_unaligned(w + c * width);
     }
-    (sv * sums).store_unaligned(dots + l);
   }
-  for (Index l = grouped; l < n; ++l)
-    dots[l] = scale * (hsum(row_dot_fixed<K, Update>(rows + l * ld, Update ? a[l] : T(1), Update ? w[l] : T(0), xv, qv)) +
-                       (d > full ? tail(l) : T(0)));
+  const auto column = [&](T* col, T qj, T xj, B* sum) {
+    const B qb(qj);
+    if constexpr (Update) {
+      const B xb(xj);
+      for (int c = 0; c < K; ++c) {
+        const B r = xsimd::fma(av[c], B::load_unaligned(col + c * width), wv[c] * xb);
+        r.store_unaligned(col + c * width);
+        sum[c] = xsimd::fma(r, qb, sum[c]);
+      }
+    } else {
+      (void)xj;
+      for (int c = 0; c < K; ++c) sum[c] = xsimd::fma(B::load_unaligned(col + c * width), qb, sum[c]);
+    }
+  };
+  Index j = 0;
+  for (; j + 2 <= d; j += 2) {
+    column(cols + j * ld, q[j], Update ? x[j] : T(0), acc);
+    column(cols + (j + 1) * ld, q[j + 1], Update ? x[j + 1] : T(0), acc2);
+  }
+  if (j < d) column(cols + j * ld, q[j], Update ? x[j] : T(0), acc);
+  const B sv(scale);
+  for (int c = 0; c < K; ++c) (sv * (acc[c] + acc2[c])).store_unaligned(dots + c * width);
 }
 
 // Columns [j0, j0 + K·width) of out = Σ_l p_l · row_l: the K output batches (and x's) stay in
@@ -226,36 +173,24 @@ void weighted_rows(const T* rows, Index ld, Index n, Index dv, const T* p, T* ou
 #endif
 }
 
-/// The read of a decode step over K̃: for each of the n rows of width d at stride ld,
-/// row_l ← a_l · row_l + w_l · x when Update, then dots_l = scale · (row_l · q). One pass over the
-/// rows. Rows of up to 4 batches (d ≤ 64 floats with AVX-512) keep q and x in registers across
-/// all rows, and their dots are reduced a batch-width group of rows at a time.
+/// The read of a decode step over K̃, stored column-major (a State's layout: column j of the n × d
+/// block at cols + j · ld): entry (l, j) ← a_l · entry + w_l · x_j when Update, then
+/// dots_l = scale · Σ_j entry(l, j) · q_j. One pass over the columns; blocks of 4 batches of slots
+/// (64 floats with AVX-512), then single batches, keep their sums, decays and writes in registers,
+/// so no slot's score needs a horizontal sum. The slots past the last full batch take the scalar path.
 template <bool Update, class T>
-void rows_dot(T* rows, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
-              T* dots) noexcept {
+void columns_dot(T* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
+                 T* dots) noexcept {
 #ifdef ABC_NO_SIMD
-  scalar::rows_dot<Update>(rows, ld, n, d, a, w, x, q, scale, dots);
+  scalar::columns_dot<Update>(cols, ld, n, d, a, w, x, q, scale, dots);
 #else
   using B = batch<T>;
   constexpr Index width = Index(B::size);
-  const Index full = d - d % width;
-  switch (full / width) {
-    case 1: return impl::dot_rows_fixed<1, Update, B>(rows, ld, n, d, a, w, x, q, scale, dots);
-    case 2: return impl::dot_rows_fixed<2, Update, B>(rows, ld, n, d, a, w, x, q, scale, dots);
-    case 3: return impl::dot_rows_fixed<3, Update, B>(rows, ld, n, d, a, w, x, q, scale, dots);
-    case 4: return impl::dot_rows_fixed<4, Update, B>(rows, ld, n, d, a, w, x, q, scale, dots);
-    default: break;
-  }
-  for (Index l = 0; l < n; ++l) {
-    T* row = rows + l * ld;
-    if constexpr (Update) {
-      const B acc = impl::row_dot_partial<true, B>(row, a[l], w[l], x, q, full);
-      dots[l] = scale * (impl::hsum(acc) + scalar::update_dot(row + full, a[l], w[l], x + full, q + full, d - full));
-    } else {
-      const B acc = impl::row_dot_partial<false, B>(row, T(1), T(0), x, q, full);
-      dots[l] = scale * (impl::hsum(acc) + scalar::dot(row + full, q + full, d - full));
-    }
-  }
+  Index l = 0;
+  for (; l + 4 * width <= n; l += 4 * width)
+    impl::dot_columns<4, Update, B>(cols + l, ld, d, a + l, w + l, x, q, scale, dots + l);
+  for (; l + width <= n; l += width) impl::dot_columns<1, Update, B>(cols + l, ld, d, a + l, w + l, x, q, scale, dots + l);
+  if (l < n) scalar::columns_dot<Update>(cols + l, ld, n - l, d, a + l, w + l, x, q, scale, dots + l);
 #endif
 }
 

@@ -115,17 +115,19 @@ void axpy(T p, const T* x, T* out, Index n) noexcept {
   for (Index j = 0; j < n; ++j) out[j] += p * x[j];
 }
 
-// Over n rows of width d at stride ld: row_l ← a_l · row_l + w_l · x when Update, then
-// dots_l = scale · (row_l · q).
+// Over an n × d column-major block (column j at cols + j · ld): entry (l, j) ← a_l · entry + w_l · x_j
+// when Update, then dots_l = scale · Σ_j entry(l, j) · q_j.
 template <bool Update, class T>
-void rows_dot(T* rows, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
-              T* dots) noexcept {
+void columns_dot(T* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
+                 T* dots) noexcept {
   for (Index l = 0; l < n; ++l) {
-    T* row = rows + l * ld;
-    if constexpr (Update)
-      dots[l] = scale * update_dot(row, a[l], w[l], x, q, d);
-    else
-      dots[l] = scale * dot(row, q, d);
+    T acc = T(0);
+    for (Index j = 0; j < d; ++j) {
+      T& e = cols[l + j * ld];
+      if constexpr (Update) e = a[l] * e + w[l] * x[j];
+      acc += e * q[j];
+    }
+    dots[l] = scale * acc;
   }
 }
 

@@ -161,9 +161,9 @@ class SoftmaxEngine {
   }
 
   // Token t: the control's write into the memory, then each head's read, in two passes over the
-  // state: each K̃ row is updated and dotted with the first head's query in one go (the other heads
-  // read the updated rows), and after the softmax each Ṽ row is updated and accumulated into the
-  // first head's output (kernel/rows.hpp). Scratch rows of the state hold the decays (row 0), the
+  // state: each column of K̃ is updated and added into the first head's scores in one go (the other
+  // heads read the updated columns), and after the softmax each Ṽ row is updated and accumulated into
+  // the first head's output (kernel/rows.hpp). Scratch rows of the state hold the decays (row 0), the
   // writes (row 1) and one score row per head, so a step allocates nothing.
   template <class QueryOf, class OutputOf, class Input>
   void advance_and_read(State<T>& s, Index t, Index heads, const QueryOf& query, const OutputOf& output, const T* k,
@@ -180,7 +180,7 @@ class SoftmaxEngine {
       detail::sparse_schedule(control_, t, input.transpose(), Access::slot_state(s), Access::positions(s), sw);
       apply_sparse<T, Control::max_writes>(view(s), sw, VectorRef<T>(Eigen::Map<const Vector<T>>(k, d)),
                                            VectorRef<T>(Eigen::Map<const Vector<T>>(v, dv)));
-      for (Index g = 0; g < heads; ++g) rows_dot<false>(keys, d, n, d, a, w, k, query(g), sc, scores(g));
+      for (Index g = 0; g < heads; ++g) columns_dot<false>(keys, n, n, d, a, w, k, query(g), sc, scores(g));
       (void)projected;
     } else {
       bool done = false;
@@ -193,8 +193,8 @@ class SoftmaxEngine {
         detail::dense_schedule(control_, t, input, Access::slot_state(s), Access::positions(s), scratch.row(0),
                                scratch.row(1));
       mark_written<T>(has_decay, scratch.row(0), scratch.row(1), Access::written(s));
-      rows_dot<true>(keys, d, n, d, a, w, k, query(0), sc, scores(0));
-      for (Index g = 1; g < heads; ++g) rows_dot<false>(keys, d, n, d, a, w, k, query(g), sc, scores(g));
+      columns_dot<true>(keys, n, n, d, a, w, k, query(0), sc, scores(0));
+      for (Index g = 1; g < heads; ++g) columns_dot<false>(keys, n, n, d, a, w, k, query(g), sc, scores(g));
     }
     const SlotRange range = range_of(t)(0);
     const std::uint8_t* written = Access::written(s).data();
