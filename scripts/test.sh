@@ -14,7 +14,8 @@
 #   5. build-clang/   clang++ Release: the benches, built only (tests/examples: stage 2)
 #   6. build-fuzz/    clang++ libFuzzer harnesses (fuzz/), each run for a bounded time
 #   7. scripts/lint.sh  clang-tidy and cppcheck on include/abc; Doxygen builds docs/ warning-free
-# Stages 2–7 can be skipped with ABC_TEST_QUICK=1 (stage 1 only).
+# Stages 2–7 can be skipped with ABC_TEST_QUICK=1 (stage 1 only). Each stage line gives the clock
+# time and the seconds since the start, so a CI log shows where its time goes.
 # Stages 2, 3 and 6 (RelWithDebInfo) keep -O2 but emit line tables only (-gline-tables-only): all
 # that the sanitizers' and libFuzzer's stack traces read (file:line), at a third less compile time
 # than full debug info. The test sources are compiled in unity groups (tests/CMakeLists.txt).
@@ -23,7 +24,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh --tests
 build=${ABC_BUILD_DIR:-build}
 jobs=$(nproc)
-stage() { printf '\n==== abc test: %s ====\n' "$*"; }
+stage() { printf '\n==== abc test: %s (%s, %ss in) ====\n' "$*" "$(date +%T)" "$SECONDS"; }
 
 stage "1/7 Release (g++), full suite"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DABC_WERROR=ON
@@ -89,3 +90,4 @@ bash fuzz/run.sh build-fuzz "${ABC_FUZZ_SECONDS:-30}"
 stage "7/7 lint (clang-tidy, cppcheck) and the API reference (Doxygen, warnings fail)"
 bash scripts/lint.sh
 cmake --build "$build" --target docs
+stage "all stages passed"
