@@ -9,8 +9,10 @@
 //  - every tensor it holds reads back at its dtype and shape (values, matrix or vector by rank)
 //    with product(shape) values, and is refused as the other dtype or another shape;
 //  - every metadata entry reads back as its own kind and is refused as the two others;
+//  - string metadata read as an ABC-MLP activation or normalisation name gives one or a library error;
 //  - add and set_* with fuzz-chosen names, shapes and value counts either succeed or throw a
 //    library error and leave the weights byte for byte as they were.
+#include <abc/control/mlp.hpp>
 #include <abc/weights.hpp>
 
 #include "fuzz.hpp"
@@ -138,6 +140,10 @@ void check_loaded(const Weights& w, const std::vector<std::uint8_t>& file) {
     ABC_FUZZ_REQUIRE(abc_fuzz::throws([&] { (void)w.get_int(k); }) == (kind != Kind::int64));
     ABC_FUZZ_REQUIRE(abc_fuzz::throws([&] { (void)w.get_float(k); }) == (kind != Kind::float64));
     ABC_FUZZ_REQUIRE(abc_fuzz::throws([&] { (void)w.get_string(k); }) == (kind != Kind::string));
+    if (kind == Kind::string) {  // a configuration read from a file: a name, or a library error
+      (void)abc_fuzz::throws([&] { (void)abc::control::activation_from_name(w.get_string(k)); });
+      (void)abc_fuzz::throws([&] { (void)abc::control::normalization_from_name(w.get_string(k)); });
+    }
   }
   ABC_FUZZ_REQUIRE(abc_fuzz::throws([&] { (void)w.values<float>(std::string("\xff-absent")); }));
 }

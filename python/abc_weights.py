@@ -108,14 +108,20 @@ def from_bytes(data, who="abc_weights.from_bytes"):
         (n,) = struct.unpack("<I", take(4, f"the length of {what}"))
         return take(n, what).decode("utf-8")
 
+    def new_name(what, e, held):
+        """Entry e's name: not empty, not one of `held`'s."""
+        name = text(f"{what} {e}")
+        if not name:
+            fail(f"{what} {e} is empty, expected at least one character")
+        if name in held:
+            kind, plural = what.split(" ")[0], "keys" if what.endswith("key") else "names"
+            fail(f"{kind} '{name}' appears twice, expected unique {plural}")
+        return name
+
     meta, tensors = {}, {}
     (count,) = struct.unpack("<I", take(4, "the metadata count"))
     for e in range(count):
-        key = text(f"metadata key {e}")
-        if not key:
-            fail(f"metadata key {e} is empty, expected at least one character")
-        if key in meta:
-            fail(f"metadata '{key}' appears twice, expected unique keys")
+        key = new_name("metadata key", e, meta)
         (kind,) = struct.unpack("<I", take(4, f"the kind of metadata '{key}'"))
         if kind == _INTEGER:
             (meta[key],) = struct.unpack("<q", take(8, f"metadata '{key}'"))
@@ -127,11 +133,7 @@ def from_bytes(data, who="abc_weights.from_bytes"):
             fail(f"metadata '{key}' has kind {kind}, expected 1 (integer), 2 (float) or 3 (string)")
     (count,) = struct.unpack("<I", take(4, "the tensor count"))
     for e in range(count):
-        name = text(f"tensor name {e}")
-        if not name:
-            fail(f"tensor name {e} is empty, expected at least one character")
-        if name in tensors:
-            fail(f"tensor '{name}' appears twice, expected unique names")
+        name = new_name("tensor name", e, tensors)
         code, rank = struct.unpack("<II", take(8, f"the dtype and rank of tensor '{name}'"))
         if code not in _DTYPES:
             fail(f"tensor '{name}' has dtype {code}, expected 1 (float32) or 2 (float64)")

@@ -2,6 +2,7 @@
 // abc tests: abc::Weights (abc/weights.hpp): the bytes of docs/weights.md exactly, bit-exact round
 // trips through bytes and files, strict lookups, and damaged files refused with the object left as
 // it was. The whole message of every error is asserted in tests/test_error_messages.cpp.
+#include <abc/control/mlp.hpp>
 #include <abc/weights.hpp>
 
 #include <cmath>
@@ -228,4 +229,20 @@ TEST_CASE("weights: a file cut short and sealed again is refused by the field it
     INFO("first " << keep << " bytes, resealed");
     CHECK_THROWS_WITH(Weights::from_bytes(cut), ABC_CONTAINS("abc::Weights::from_bytes: truncated: "));
   }
+}
+
+TEST_CASE("weights: an ABC-MLP configuration travels as names", "[weights]") {
+  using abc::control::Activation;
+  using abc::control::Normalization;
+  Weights w;
+  w.set_string("activation", "sigmoid");
+  w.set_string("normalization", "per_token");
+  const Weights back = Weights::from_bytes(w.to_bytes());
+  REQUIRE(abc::control::activation_from_name(back.get_string("activation")) == Activation::sigmoid);
+  REQUIRE(abc::control::normalization_from_name(back.get_string("normalization")) == Normalization::per_token);
+  REQUIRE(abc::control::activation_from_name("exp") == Activation::exp);
+  REQUIRE(abc::control::activation_from_name("relu") == Activation::relu);
+  REQUIRE(abc::control::normalization_from_name("prefix") == Normalization::prefix);
+  CHECK_THROWS_WITH(abc::control::activation_from_name("Exp", "decode"),
+                    "decode: activation is 'Exp', expected 'exp', 'sigmoid' or 'relu'");
 }

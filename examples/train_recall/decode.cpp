@@ -32,19 +32,6 @@ using abc::Index;
 using Mat = abc::Matrix<float>;
 using Vec = abc::Vector<float>;
 
-abc::control::Activation activation(const std::string& s) {
-  if (s == "exp") return abc::control::Activation::exp;
-  if (s == "sigmoid") return abc::control::Activation::sigmoid;
-  if (s == "relu") return abc::control::Activation::relu;
-  throw std::runtime_error("metadata 'activation' is '" + s + "', expected exp, sigmoid or relu");
-}
-
-abc::control::Normalization normalization(const std::string& s) {
-  if (s == "prefix") return abc::control::Normalization::prefix;
-  if (s == "per_token") return abc::control::Normalization::per_token;
-  throw std::runtime_error("metadata 'normalization' is '" + s + "', expected prefix or per_token");
-}
-
 /// The recall model of train.py, from its weights file; every tensor's shape is checked on load.
 class RecallModel {
  public:
@@ -61,8 +48,8 @@ class RecallModel {
         head_(w.matrix<float>("head.weight", values_, d_)),
         bias_(w.vector<float>("head.bias", values_)),
         attn_(abc::control::Mlp<float>(w.matrix<float>("attention.w_phi", w.get_int("slots"), d_),
-                                       activation(w.get_string("activation")),
-                                       normalization(w.get_string("normalization"))),
+                                       abc::control::activation_from_name(w.get_string("activation")),
+                                       abc::control::normalization_from_name(w.get_string("normalization"))),
               options(w)),
         h_(d_), q_(d_), k_(d_), v_(d_), a_(d_) {
     if (w.get_string("control") != "mlp")

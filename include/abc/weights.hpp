@@ -108,11 +108,7 @@ class Weights {
   bool has(const std::string& name) const { return index_.count(name) != 0; }
 
   /// The tensors' names, in the order they were added (or stored in the file).
-  std::vector<std::string> names() const {
-    std::vector<std::string> out;
-    for (const auto& t : tensors_) out.push_back(t.first);
-    return out;
-  }
+  std::vector<std::string> names() const { return keys_of(tensors_); }
 
   /// The scalar type of tensor `name`. \throws config_error when there is none.
   DType dtype(const std::string& name) const { return find("abc::Weights::dtype", name).dtype; }
@@ -139,11 +135,7 @@ class Weights {
    */
   template <class T>
   Matrix<T> matrix(const std::string& name) const {
-    constexpr const char* who = "abc::Weights::matrix";
-    const Tensor& t = typed<T>(who, name);
-    if (t.shape.size() != 2)
-      ABC_THROW(shape_error(std::string(who) + ": tensor '" + name + "' is " + shape_text(t.shape) +
-                            ", expected 2 dimensions"));
+    const Tensor& t = ranked<T>("abc::Weights::matrix", name, 2);
     Matrix<T> m(t.shape[0], t.shape[1]);
     decode(t, m.data());
     return m;
@@ -161,11 +153,7 @@ class Weights {
   /// The 1-D tensor `name` as a vector of T. \throws as matrix(name), for 1 dimension.
   template <class T>
   Vector<T> vector(const std::string& name) const {
-    constexpr const char* who = "abc::Weights::vector";
-    const Tensor& t = typed<T>(who, name);
-    if (t.shape.size() != 1)
-      ABC_THROW(shape_error(std::string(who) + ": tensor '" + name + "' is " + shape_text(t.shape) +
-                            ", expected 1 dimension"));
+    const Tensor& t = ranked<T>("abc::Weights::vector", name, 1);
     Vector<T> v(t.shape[0]);
     decode(t, v.data());
     return v;
@@ -194,11 +182,7 @@ class Weights {
   bool has_meta(const std::string& key) const { return meta_index_.count(key) != 0; }
 
   /// The metadata keys, in the order they were first set (or stored in the file).
-  std::vector<std::string> meta_keys() const {
-    std::vector<std::string> out;
-    for (const auto& m : meta_) out.push_back(m.first);
-    return out;
-  }
+  std::vector<std::string> meta_keys() const { return keys_of(meta_); }
 
   /// The kind of metadata `key`. \throws config_error when there is none.
   MetaKind meta_kind(const std::string& key) const { return entry("abc::Weights::meta_kind", key).kind; }
@@ -332,11 +316,19 @@ class Weights {
     meta_.emplace_back(key, std::move(m));
   }
 
+  // The names of (name, value) entries, in order.
+  template <class Entries>
+  static std::vector<std::string> keys_of(const Entries& entries) {
+    std::vector<std::string> out;
+    for (const auto& e : entries) out.push_back(e.first);
+    return out;
+  }
+
   // The names held, for a message about one that is not: "a, b, c" or "none".
   template <class Entries>
   static std::string listed(const Entries& entries) {
     std::string s;
-    for (const auto& e : entries) s += (s.empty() ? "" : ", ") + e.first;
+    for (const std::string& k : keys_of(entries)) s += (s.empty() ? "" : ", ") + k;
     return s.empty() ? "none" : s;
   }
 
@@ -353,6 +345,16 @@ class Weights {
     if (t.dtype != dtype_of<T>())
       fail(who, std::string("tensor '") + name + "' is " + dtype_name(t.dtype) + ", expected " +
                     dtype_name(dtype_of<T>()) + " (the scalar type asked for)");
+    return t;
+  }
+
+  // Tensor `name` as T, of `rank` dimensions.
+  template <class T>
+  const Tensor& ranked(const char* who, const std::string& name, std::size_t rank) const {
+    const Tensor& t = typed<T>(who, name);
+    if (t.shape.size() != rank)
+      ABC_THROW(shape_error(std::string(who) + ": tensor '" + name + "' is " + shape_text(t.shape) + ", expected " +
+                            std::to_string(rank) + (rank == 1 ? " dimension" : " dimensions")));
     return t;
   }
 
@@ -408,14 +410,20 @@ class Weights {
       need(n, what);
       return r.chars(n);
     };
+    // Entry e's name ("metadata key 3", "tensor name 0"): not empty, and not `taken` already.
+    const auto new_name = [&](const char* kind, const char* noun, std::uint32_t e, const auto& taken) {
+      const std::string label = std::string(kind) + " " + noun + " " + std::to_string(e);
+      std::string name = text(label);
+      if (name.empty()) fail(who, label + " is empty, expected at least one character");
+      if (taken(name)) fail(who, std::string(kind) + " '" + name + "' appears twice, expected unique " + noun + "s");
+      return name;
+    };
 
     Weights w;
     need(4, "the metadata count");
     const std::uint32_t meta_count = r.u32();
     for (std::uint32_t e = 0; e < meta_count; ++e) {
-      const std::string key = text("metadata key " + std::to_string(e));
-      if (key.empty()) fail(who, "metadata key " + std::to_string(e) + " is empty, expected at least one character");
-      if (w.has_meta(key)) fail(who, "metadata '" + key + "' appears twice, expected unique keys");
+      const std::string key = new_name("metadata", "key", e, [&](const std::string& k) { return w.has_meta(k); });
       need(4, "the kind of metadata '" + key + "'");
       const std::uint32_t kind = r.u32();
       Meta m{MetaKind(kind), 0, 0.0, {}};
@@ -437,9 +445,7 @@ class Weights {
     need(4, "the tensor count");
     const std::uint32_t tensor_count = r.u32();
     for (std::uint32_t e = 0; e < tensor_count; ++e) {
-      const std::string name = text("tensor name " + std::to_string(e));
-      if (name.empty()) fail(who, "tensor name " + std::to_string(e) + " is empty, expected at least one character");
-      if (w.has(name)) fail(who, "tensor '" + name + "' appears twice, expected unique names");
+      const std::string name = new_name("tensor", "name", e, [&](const std::string& n) { return w.has(n); });
       need(8, "the dtype and rank of tensor '" + name + "'");
       const std::uint32_t dtype = r.u32(), rank = r.u32();
       if (dtype != std::uint32_t(DType::float32) && dtype != std::uint32_t(DType::float64))
