@@ -238,6 +238,7 @@ class Weights {
 
   /// Same tensors and metadata, in the same order, bit for bit (a NaN equals itself here).
   friend bool operator==(const Weights& a, const Weights& b) { return a.to_bytes() == b.to_bytes(); }
+  /// Not operator==.
   friend bool operator!=(const Weights& a, const Weights& b) { return !(a == b); }
 
  private:
