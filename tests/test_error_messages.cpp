@@ -159,7 +159,7 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
   const auto wdtype = weights_file::file({}, {RT{"w", 7, {1}, f32_one}});
   const auto wrank = weights_file::file({}, {RT{"w", 1, std::vector<std::uint64_t>(9, 1), f32_one}});
   const std::uint64_t two40 = std::uint64_t(1) << 40;
-  const auto whuge = weights_file::file({}, {RT{"w", 1, {two40, two40}, {}}});
+  const auto whuge = weights_file::file({}, {RT{"w", 1, {two40, 0, two40}, {}}});  // empty, yet refused
   const auto wwide = weights_file::file({}, {RT{"w", 2, {2 * two40}, {}}});
   const auto wtwice = weights_file::file({}, {RT{"w", 1, {1}, f32_one}, RT{"w", 1, {1}, f32_one}});
   const auto wunnamed = weights_file::file({}, {RT{"", 1, {1}, f32_one}});
@@ -504,13 +504,13 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
        "abc::Weights::from_bytes: tensor 'w' has dtype 7, expected 1 (float32) or 2 (float64)"},
       {"Weights::from_bytes: rank 9", [&] { abc::Weights::from_bytes(wrank); }, Throws::config_error,
        "abc::Weights::from_bytes: tensor 'w' has rank 9, expected at most 8"},
-      {"Weights::from_bytes: a shape whose byte count overflows", [&] { abc::Weights::from_bytes(whuge); },
+      {"Weights::from_bytes: a shape whose byte count, zeros left out, overflows", [&] { abc::Weights::from_bytes(whuge); },
        Throws::config_error,
-       "abc::Weights::from_bytes: tensor 'w' is [1099511627776 x 1099511627776], expected dimensions from 0 to 2^40 "
-       "and at most 2^62 bytes of data"},
+       "abc::Weights::from_bytes: tensor 'w' is [1099511627776 x 0 x 1099511627776], expected dimensions from 0 to "
+       "2^40 and, zeros left out, at most 2^62 bytes"},
       {"Weights::from_bytes: a dimension above 2^40", [&] { abc::Weights::from_bytes(wwide); }, Throws::config_error,
-       "abc::Weights::from_bytes: tensor 'w' is [2199023255552], expected dimensions from 0 to 2^40 and at most 2^62 "
-       "bytes of data"},
+       "abc::Weights::from_bytes: tensor 'w' is [2199023255552], expected dimensions from 0 to 2^40 and, zeros left "
+       "out, at most 2^62 bytes"},
       {"Weights::from_bytes: a name twice", [&] { abc::Weights::from_bytes(wtwice); }, Throws::config_error,
        "abc::Weights::from_bytes: tensor 'w' appears twice, expected unique names"},
       {"Weights::from_bytes: an empty name", [&] { abc::Weights::from_bytes(wunnamed); }, Throws::config_error,
@@ -544,7 +544,8 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
        "abc::Weights::add: tensor 'b' is [2 x 3], which holds 6 values, but 1 were given (expected exactly the "
        "product of the shape)"},
       {"Weights::add: a negative dimension", [&] { wts_more.add<float>("b", {2, -1}, {}); }, Throws::config_error,
-       "abc::Weights::add: tensor 'b' is [2 x -1], expected dimensions from 0 to 2^40 and at most 2^62 bytes of data"},
+       "abc::Weights::add: tensor 'b' is [2 x -1], expected dimensions from 0 to 2^40 and, zeros left out, at most "
+       "2^62 bytes"},
       {"Weights::add: rank 9", [&] { wts_more.add<float>("b", std::vector<Index>(9, 1), {1.0f}); },
        Throws::config_error, "abc::Weights::add: tensor 'b' has rank 9, expected at most 8"},
       {"Weights::set_int: an empty key", [&] { wts_more.set_int("", 1); }, Throws::config_error,

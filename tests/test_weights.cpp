@@ -157,6 +157,23 @@ TEMPLATE_TEST_CASE("weights: a round trip through bytes and through a file is bi
   REQUIRE(loaded == w);
 }
 
+TEST_CASE("weights: a zero dimension leaves the others bounded, wherever it stands", "[weights]") {
+  const std::uint64_t m = std::uint64_t(1) << 20, big = std::uint64_t(1) << 40;
+  const Weights w = Weights::from_bytes(weights_file::file({}, {{"e", 1, {m, 0, m}, {}}}));
+  REQUIRE(w.shape("e") == std::vector<Index>{Index(m), 0, Index(m)});
+  REQUIRE(w.values<float>("e").empty());
+  for (const std::vector<std::uint64_t>& dims :
+       {std::vector<std::uint64_t>{big, big, 0}, {0, big, big}, {big, 0, big}}) {
+    INFO("dims " << dims[0] << ", " << dims[1] << ", " << dims[2]);
+    CHECK_THROWS_WITH(Weights::from_bytes(weights_file::file({}, {{"e", 1, dims, {}}})),
+                      ABC_CONTAINS("and, zeros left out, at most 2^62 bytes"));
+  }
+  Weights added;
+  REQUIRE_THROWS_AS(added.add<double>("e", {0, Index(big), Index(big)}, {}), abc::config_error);
+  added.add<double>("e", {0, Index(m), Index(m)}, {});
+  REQUIRE(added.shape("e") == std::vector<Index>{0, Index(m), Index(m)});
+}
+
 TEST_CASE("weights: metadata set again keeps its place and takes the new value and kind", "[weights]") {
   Weights w;
   w.set_int("slots", 8);

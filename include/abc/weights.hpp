@@ -256,18 +256,21 @@ class Weights {
 
   static constexpr char magic[8] = {'A', 'B', 'C', 'W', 'G', 'H', 'T', 'S'};
   static constexpr std::uint64_t max_dim = std::uint64_t(1) << 40, max_bytes = std::uint64_t(1) << 62;
-  static constexpr const char* size_rule = "expected dimensions from 0 to 2^40 and at most 2^62 bytes of data";
+  static constexpr const char* size_rule = "expected dimensions from 0 to 2^40 and, zeros left out, at most 2^62 bytes";
 
   // The bytes of a tensor of shape `dims` and element size `item` into `bytes`; false when a
-  // dimension exceeds max_dim or the size max_bytes, which keeps the product from wrapping.
+  // dimension exceeds max_dim, or the product of the nonzero ones times `item` exceeds max_bytes
+  // (zeros are left out so that the rule does not depend on their place, and so that every shape
+  // it allows fits numpy's sizes too). The bounds keep every product from wrapping.
   static bool data_bytes(const std::vector<std::uint64_t>& dims, std::uint64_t item, std::uint64_t& bytes) {
     bytes = item;
-    for (const std::uint64_t d : dims)
-      if (d > max_dim) return false;
+    bool empty = false;
     for (const std::uint64_t d : dims) {
-      if (d != 0 && bytes > max_bytes / d) return false;
-      bytes *= d;
+      if (d > max_dim || (d != 0 && bytes > max_bytes / d)) return false;
+      bytes = d == 0 ? bytes : bytes * d;
+      empty = empty || d == 0;
     }
+    bytes = empty ? 0 : bytes;
     return true;
   }
 

@@ -129,6 +129,16 @@ def main():
     dtype7[50:54] = struct.pack("<I", 7)
     expect_error(bytes(dtype7) + struct.pack("<I", zlib.crc32(bytes(dtype7))),
                  "tensor 'w_phi' has dtype 7, expected 1 (float32) or 2 (float64)")
+    # Shapes with a zero: the nonzero dimensions' product is bounded wherever the zero stands.
+    def one_tensor(dims):
+        body = (b"ABCWGHTS" + struct.pack("<III", 1, 0, 1) + struct.pack("<I", 1) + b"e"
+                + struct.pack(f"<II{len(dims)}Q", 1, len(dims), *dims))
+        return body + struct.pack("<I", zlib.crc32(body))
+    empty = abc_weights.from_bytes(one_tensor((1 << 20, 0, 1 << 20)))[0]["e"]
+    assert empty.shape == (1 << 20, 0, 1 << 20) and empty.dtype == np.float32
+    for dims in ((1 << 40, 1 << 40, 0), (0, 1 << 40, 1 << 40)):
+        expect_error(one_tensor(dims), f"tensor 'e' is [{' x '.join(map(str, dims))}], expected dimensions from 0 to "
+                                       "2^40 and, zeros left out, at most 2^62 bytes")
     for bad, message in (({"w": np.zeros(2, dtype=np.int64)}, "tensor 'w' is int64, expected float32 or float64"),
                          ({"": np.zeros(2)}, "a tensor name is empty, expected at least one character")):
         try:
