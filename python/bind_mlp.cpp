@@ -11,23 +11,13 @@
 namespace abc_python {
 namespace {
 
-abc::control::Activation parse_activation(const std::string& s) {
-  if (s == "exp") return abc::control::Activation::exp;
-  if (s == "sigmoid") return abc::control::Activation::sigmoid;
-  if (s == "relu") return abc::control::Activation::relu;
-  throw py::value_error("abc_attention: activation is '" + s + "', expected 'exp', 'sigmoid' or 'relu'");
-}
-
-abc::control::Normalization parse_normalization(const std::string& s) {
-  if (s == "prefix") return abc::control::Normalization::prefix;
-  if (s == "per_token") return abc::control::Normalization::per_token;
-  throw py::value_error("abc_attention: normalization is '" + s + "', expected 'prefix' or 'per_token'");
-}
-
 template <class T>
 abc::control::Mlp<T> make_mlp(const InArray<T>& w_phi, const std::string& activation, const std::string& normalization) {
-  return abc::control::Mlp<T>(abc::Matrix<T>(matrix_view(w_phi, "w_phi")), parse_activation(activation),
-                              parse_normalization(normalization));
+  // abc's config_error reaches Python as ValueError, the message starting "abc_attention:" as the
+  // module's own checks do.
+  return abc::control::Mlp<T>(abc::Matrix<T>(matrix_view(w_phi, "w_phi")),
+                              abc::control::activation_from_name(activation, "abc_attention"),
+                              abc::control::normalization_from_name(normalization, "abc_attention"));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <abc/abc.hpp>
 #include <abc/multi_head_attention.hpp>
 #include <abc/state_io.hpp>
+#include <abc/weights.hpp>
 
 #include <cstdint>
 #include <exception>
@@ -18,6 +19,7 @@
 #include "support/blob.hpp"
 #include "support/catch.hpp"
 #include "support/reference.hpp"
+#include "support/weights_file.hpp"
 
 namespace {
 
@@ -136,6 +138,33 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
   const abc::BoundedAttention<Dilated<float>> dilated{Dilated<float>{abc::Slots{5}, 1}};
   const abc::BoundedAttention<SW> six{SW{6}};
   const abc::BoundedAttention<abc::control::SlidingWindow<double>> five_double{abc::control::SlidingWindow<double>{5}};
+
+  // Weights files: a good one (an integer "slots" and a float32 "w_phi" [4 x 5]), and every way one
+  // can be wrong. Byte offsets: magic 8, version 4, metadata count 4, "slots" 4 + 5, its kind 4 and
+  // value 8, tensor count 4, "w_phi" 4 + 5, dtype and rank 8, two dims 16: the data starts at 74.
+  abc::Weights wts;
+  wts.set_int("slots", 4);
+  wts.add<float>("w_phi", {4, 5}, std::vector<float>(20, 0.5f));
+  const std::vector<std::uint8_t> wgood = wts.to_bytes();
+  abc::Weights wts_more = wts;
+  auto wflipped = wgood, wcut = wgood, wtrailing = wgood;
+  wflipped[80] ^= 0x01;
+  wcut.erase(wcut.end() - 12, wcut.end() - 4);
+  weights_file::reseal(wcut);
+  wtrailing.insert(wtrailing.end() - 4, 3, std::uint8_t{0});
+  weights_file::reseal(wtrailing);
+  using RT = weights_file::RawTensor;
+  const std::vector<std::uint8_t> f32_one = {0, 0, 128, 63};  // 1.0f
+  const auto wfuture = weights_file::file({}, {}, 2);
+  const auto wdtype = weights_file::file({}, {RT{"w", 7, {1}, f32_one}});
+  const auto wrank = weights_file::file({}, {RT{"w", 1, std::vector<std::uint64_t>(9, 1), f32_one}});
+  const std::uint64_t two40 = std::uint64_t(1) << 40;
+  const auto whuge = weights_file::file({}, {RT{"w", 1, {two40, 0, two40}, {}}});  // empty, yet refused
+  const auto wwide = weights_file::file({}, {RT{"w", 2, {2 * two40}, {}}});
+  const auto wtwice = weights_file::file({}, {RT{"w", 1, {1}, f32_one}, RT{"w", 1, {1}, f32_one}});
+  const auto wunnamed = weights_file::file({}, {RT{"", 1, {1}, f32_one}});
+  const auto wkind = weights_file::file({{"slots", 9, {}}}, {});
+  const auto wkey_twice = weights_file::file({{"n", 3, {0, 0, 0, 0}}, {"n", 3, {0, 0, 0, 0}}}, {});
 
   // TRAMS and its score: W_Q [4 × 8], a pool of 8.
   const M w_q = M::Ones(4, 8);
@@ -451,6 +480,86 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
       {"load_state: the other scalar type",
        [&] { abc::load_state(five, abc::save_state(five_double, five_double.make_state(4, 3)), dst); },
        Throws::config_error, "abc::load_state: scalar size is 8 bytes, expected 4"},
+
+      // ---- Weights: from_bytes, lookups, add, files -----------------------------------------------
+      {"Weights::from_bytes: no magic", [&] { abc::Weights::from_bytes(no_magic); }, Throws::config_error,
+       "abc::Weights::from_bytes: not a weights file (magic \"ABCWGHTS\" missing, 20 bytes)"},
+      {"Weights::from_bytes: a state blob", [&] { abc::Weights::from_bytes(good); }, Throws::config_error,
+       "abc::Weights::from_bytes: not a weights file (magic \"ABCWGHTS\" missing, " + std::to_string(good.size()) +
+           " bytes)"},
+      {"Weights::from_bytes: a future version", [&] { abc::Weights::from_bytes(wfuture); }, Throws::config_error,
+       "abc::Weights::from_bytes: version is 2, expected 1"},
+      {"Weights::from_bytes: a flipped bit", [&] { abc::Weights::from_bytes(wflipped); }, Throws::config_error,
+       "abc::Weights::from_bytes: checksum mismatch: the file is truncated or corrupt"},
+      {"Weights::from_bytes: truncated by a byte",
+       [&] { abc::Weights::from_bytes(wgood.data(), wgood.size() - 1); }, Throws::config_error,
+       "abc::Weights::from_bytes: checksum mismatch: the file is truncated or corrupt"},
+      {"Weights::from_bytes: data cut short, checksum redone", [&] { abc::Weights::from_bytes(wcut); },
+       Throws::config_error,
+       "abc::Weights::from_bytes: truncated: the data of tensor 'w_phi' ([4 x 5] float32) needs 80 bytes at byte 74, "
+       "expected at most the 72 before the checksum"},
+      {"Weights::from_bytes: trailing bytes", [&] { abc::Weights::from_bytes(wtrailing); }, Throws::config_error,
+       "abc::Weights::from_bytes: length is 161 bytes, expected 158 (the checksum follows the last tensor)"},
+      {"Weights::from_bytes: an unknown dtype", [&] { abc::Weights::from_bytes(wdtype); }, Throws::config_error,
+       "abc::Weights::from_bytes: tensor 'w' has dtype 7, expected 1 (float32) or 2 (float64)"},
+      {"Weights::from_bytes: rank 9", [&] { abc::Weights::from_bytes(wrank); }, Throws::config_error,
+       "abc::Weights::from_bytes: tensor 'w' has rank 9, expected at most 8"},
+      {"Weights::from_bytes: a shape whose byte count, zeros left out, overflows", [&] { abc::Weights::from_bytes(whuge); },
+       Throws::config_error,
+       "abc::Weights::from_bytes: tensor 'w' is [1099511627776 x 0 x 1099511627776], expected dimensions from 0 to "
+       "2^40 and, zeros left out, at most 2^62 bytes"},
+      {"Weights::from_bytes: a dimension above 2^40", [&] { abc::Weights::from_bytes(wwide); }, Throws::config_error,
+       "abc::Weights::from_bytes: tensor 'w' is [2199023255552], expected dimensions from 0 to 2^40 and, zeros left "
+       "out, at most 2^62 bytes"},
+      {"Weights::from_bytes: a name twice", [&] { abc::Weights::from_bytes(wtwice); }, Throws::config_error,
+       "abc::Weights::from_bytes: tensor 'w' appears twice, expected unique names"},
+      {"Weights::from_bytes: an empty name", [&] { abc::Weights::from_bytes(wunnamed); }, Throws::config_error,
+       "abc::Weights::from_bytes: tensor name 0 is empty, expected at least one character"},
+      {"Weights::from_bytes: an unknown metadata kind", [&] { abc::Weights::from_bytes(wkind); },
+       Throws::config_error,
+       "abc::Weights::from_bytes: metadata 'slots' has kind 9, expected 1 (integer), 2 (float) or 3 (string)"},
+      {"Weights::from_bytes: a metadata key twice", [&] { abc::Weights::from_bytes(wkey_twice); },
+       Throws::config_error, "abc::Weights::from_bytes: metadata 'n' appears twice, expected unique keys"},
+      {"Weights::matrix: a missing tensor", [&] { wts.matrix<float>("w_q"); }, Throws::config_error,
+       "abc::Weights::matrix: no tensor 'w_q' (the tensors are: w_phi)"},
+      {"Weights::matrix: float64 asked of a float32 tensor", [&] { wts.matrix<double>("w_phi"); },
+       Throws::config_error,
+       "abc::Weights::matrix: tensor 'w_phi' is float32, expected float64 (the scalar type asked for)"},
+      {"Weights::matrix: another shape", [&] { wts.matrix<float>("w_phi", 4, 6); }, Throws::shape_error,
+       "abc::Weights::matrix: tensor 'w_phi' is [4 x 5], expected [4 x 6]"},
+      {"Weights::vector: a matrix", [&] { wts.vector<float>("w_phi"); }, Throws::shape_error,
+       "abc::Weights::vector: tensor 'w_phi' is [4 x 5], expected 1 dimension"},
+      {"Weights::values: a missing tensor, none held", [] { abc::Weights().values<float>("w"); },
+       Throws::config_error, "abc::Weights::values: no tensor 'w' (the tensors are: none)"},
+      {"Weights::get_int: a missing key", [&] { wts.get_int("heads"); }, Throws::config_error,
+       "abc::Weights::get_int: no metadata 'heads' (the keys are: slots)"},
+      {"Weights::get_string: an integer", [&] { wts.get_string("slots"); }, Throws::config_error,
+       "abc::Weights::get_string: metadata 'slots' is an integer, expected a string"},
+      {"Weights::add: a name taken", [&] { wts_more.add<float>("w_phi", {1}, {1.0f}); }, Throws::config_error,
+       "abc::Weights::add: tensor 'w_phi' exists already, expected a new name"},
+      {"Weights::add: an empty name", [&] { wts_more.add<float>("", {1}, {1.0f}); }, Throws::config_error,
+       "abc::Weights::add: a tensor name is empty, expected at least one character"},
+      {"Weights::add: fewer values than the shape holds", [&] { wts_more.add<float>("b", {2, 3}, {1.0f}); },
+       Throws::shape_error,
+       "abc::Weights::add: tensor 'b' is [2 x 3], which holds 6 values, but 1 were given (expected exactly the "
+       "product of the shape)"},
+      {"Weights::add: a negative dimension", [&] { wts_more.add<float>("b", {2, -1}, {}); }, Throws::config_error,
+       "abc::Weights::add: tensor 'b' is [2 x -1], expected dimensions from 0 to 2^40 and, zeros left out, at most "
+       "2^62 bytes"},
+      {"Weights::add: rank 9", [&] { wts_more.add<float>("b", std::vector<Index>(9, 1), {1.0f}); },
+       Throws::config_error, "abc::Weights::add: tensor 'b' has rank 9, expected at most 8"},
+      {"Weights::set_int: an empty key", [&] { wts_more.set_int("", 1); }, Throws::config_error,
+       "abc::Weights::set_int: a metadata key is empty, expected at least one character"},
+      {"control::activation_from_name(\"tanh\")", [] { abc::control::activation_from_name("tanh"); },
+       Throws::config_error,
+       "abc::control::activation_from_name: activation is 'tanh', expected 'exp', 'sigmoid' or 'relu'"},
+      {"control::normalization_from_name(\"\")", [] { abc::control::normalization_from_name(""); },
+       Throws::config_error,
+       "abc::control::normalization_from_name: normalization is '', expected 'prefix' or 'per_token'"},
+      {"load_weights: a missing file", [] { abc::load_weights("/nonexistent/abc/w.abcw"); }, Throws::config_error,
+       "abc::load_weights: /nonexistent/abc/w.abcw: cannot read the file"},
+      {"save_weights: a missing directory", [&] { abc::save_weights(wts, "/nonexistent/abc/w.abcw"); },
+       Throws::config_error, "abc::save_weights: /nonexistent/abc/w.abcw: cannot write the file"},
 
       // ---- TramsAttention, KeyScore -------------------------------------------------------------
       {"TramsAttention({10, 6, 5}, score)", [&] { TramsAttention<float>({10, 6, 5}, score); }, Throws::config_error,

@@ -23,6 +23,7 @@
 #include "state_gradient.hpp"
 #include "state_io.hpp"
 #include "types.hpp"
+#include "weights.hpp"
 
 #include "control/cluster.hpp"
 #include "control/compressive.hpp"

@@ -2,17 +2,24 @@
 // The C++ side of python.bit_for_bit: fixed inputs through BoundedAttention's calls (forward,
 // forward_causal, backward, backward_causal, and a step loop), each written as a .npy file with the
 // inputs themselves, so that the Python test feeds abc_attention exactly these numbers and compares
-// with np.array_equal.
+// with np.array_equal. And the C++ side of python.weights: a weights file read by abc::load_weights
+// and described value by value (bit patterns), written back, and one written from C++.
 //
-//     abc_python_reference DIR      writes DIR/<case>/<name>.npy
+//     abc_python_reference DIR                       writes DIR/<case>/<name>.npy
+//     abc_python_reference --weights IN ECHO OURS    prints IN's contents, writes IN back to ECHO
+//                                                    and abc's own file to OURS
 #include <abc/abc.hpp>
+#include <abc/weights.hpp>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
+#include <limits>
 #include <string>
 
 namespace {
@@ -162,11 +169,90 @@ void write_cases(const fs::path& root, const std::string& suffix) {
   }
 }
 
+// One line per tensor and metadata entry, every value as its IEEE bit pattern in hex, so that the
+// Python side can check that C++ decoded each bit:
+//   tensor <name> <float32|float64> <rank> <dims...> <bits...>
+//   meta <key> int <value> | meta <key> float <bits> | meta <key> string <hex of the bytes>
+template <class T>
+void describe_tensor(const abc::Weights& w, const std::string& name) {
+  std::cout << "tensor " << name << ' ' << (sizeof(T) == 4 ? "float32" : "float64") << ' ' << w.shape(name).size();
+  for (const abc::Index d : w.shape(name)) std::cout << ' ' << d;
+  for (const T x : w.values<T>(name)) {
+    std::uint64_t b = 0;
+    std::memcpy(&b, &x, sizeof(T));
+    std::cout << ' ' << std::hex << b << std::dec;
+  }
+  std::cout << '\n';
+}
+
+void describe(const abc::Weights& w) {
+  for (const std::string& name : w.names()) {
+    if (w.dtype(name) == abc::Weights::DType::float32)
+      describe_tensor<float>(w, name);
+    else
+      describe_tensor<double>(w, name);
+  }
+  for (const std::string& key : w.meta_keys()) {
+    std::cout << "meta " << key << ' ';
+    switch (w.meta_kind(key)) {
+      case abc::Weights::MetaKind::int64: std::cout << "int " << w.get_int(key); break;
+      case abc::Weights::MetaKind::float64: {
+        const double f = w.get_float(key);
+        std::uint64_t b = 0;
+        std::memcpy(&b, &f, 8);
+        std::cout << "float " << std::hex << b << std::dec;
+        break;
+      }
+      case abc::Weights::MetaKind::string:
+        std::cout << "string ";
+        for (const char c : w.get_string(key))
+          std::cout << std::hex << std::setw(2) << std::setfill('0') << int(static_cast<unsigned char>(c)) << std::dec;
+    }
+    std::cout << '\n';
+  }
+}
+
+// The file C++ writes for Python to read: values exact in both languages (small integers over
+// powers of two) and the awkward ones, in both dtypes, with one entry of each metadata kind.
+abc::Weights ours() {
+  abc::Weights w;
+  abc::Matrix<float> m(3, 5);
+  for (abc::Index i = 0; i < m.size(); ++i) m.data()[i] = float(i * 37 % 101 - 50) / 64.0f;
+  w.add("proj.weight", m);
+  abc::Vector<double> b(4);
+  b << -0.0, 1e-310, std::numeric_limits<double>::infinity(), -1.5;
+  w.add("proj.bias", b);
+  std::vector<float> cube(24);
+  for (std::size_t i = 0; i < cube.size(); ++i) cube[i] = float(i) - 11.5f;
+  w.add<float>("cube", {2, 3, 4}, cube);
+  w.add<double>("scalar", {}, {0.1});
+  w.set_string("control", "mlp");
+  w.set_int("slots", -9007199254740993LL);  // not a double: must travel as an integer
+  w.set_float("tau", 8.25);
+  return w;
+}
+
+int weights_mode(const std::string& in, const std::string& echo, const std::string& out) {
+  const abc::Weights w = abc::load_weights(in);
+  describe(w);
+  abc::save_weights(w, echo);
+  abc::save_weights(ours(), out);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 5 && std::string(argv[1]) == "--weights") {
+    try {
+      return weights_mode(argv[2], argv[3], argv[4]);
+    } catch (const std::exception& e) {
+      std::cerr << "abc_python_reference: " << e.what() << '\n';
+      return 1;
+    }
+  }
   if (argc != 2) {
-    std::cerr << "usage: abc_python_reference DIR\n";
+    std::cerr << "usage: abc_python_reference DIR | --weights IN ECHO OURS\n";
     return 2;
   }
   try {

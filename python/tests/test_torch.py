@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""python.torch_gradcheck: the torch layer's backward (abc's) against torch.autograd.gradcheck in
-double, causal and not, with and without a control input, batched; and the layer's output against
+"""python.torch_gradcheck: the torch layers' backward (abc's) against torch.autograd.gradcheck in
+double, causal and not, with and without a control input, batched, for ABC-MLP and, through
+ControlAttentionFunction, GSA, gated ABC-MLP and the sliding window; and the layers' outputs against
 the module's. Exits 77 (skipped) without torch."""
 import sys
 
@@ -14,7 +15,8 @@ except ImportError:
     sys.exit(77)
 
 import abc_attention
-from abc_attention_torch import MlpAttention, MlpAttentionFunction
+from abc_attention_torch import (ControlAttentionFunction, MlpAttention, MlpAttentionFunction, SlidingWindowAttention,
+                                 SlotGatesAttention)
 
 
 def main():
@@ -46,6 +48,34 @@ def main():
     assert np.array_equal(out[1].detach().numpy(), ref)
     out.square().sum().backward()
     assert layer.w_phi.grad is not None and layer.w_phi.grad.shape == (n, d_x)
+
+    # Any control through ControlAttentionFunction: GSA (two parameters), gated ABC-MLP (a nested
+    # gradient and a scalar one), the sliding window (none).
+    q, k, v, x = leaf(2, n_tok, d), leaf(2, n_tok, d), leaf(2, n_tok, d), leaf(2, n_tok, d_x)
+    w_f, b_f, w_phi, w_g = leaf(n, d_x), leaf(n), leaf(n, d_x), leaf(d_x)
+    b_g = torch.randn((), dtype=torch.float64, requires_grad=True)
+    gates = lambda q, k, v, x, w, b: ControlAttentionFunction.apply(
+        lambda w, b, dtype: abc_attention.SlotGates(w, b, tau=2.0, dtype=dtype), ("w_f", "b_f"), True, q, k, v, x, w, b)
+    assert torch.autograd.gradcheck(gates, (q, k, v, x, w_f, b_f), eps=1e-6, atol=1e-7, rtol=1e-5)
+    gated = lambda q, k, v, x, w, wg, bg: ControlAttentionFunction.apply(
+        lambda w, wg, bg, dtype: abc_attention.GatedMlp(w, wg, float(bg), dtype=dtype),
+        ("inner.w_phi", "w_g", "b_g"), False, q, k, v, x, w, wg, bg)
+    assert torch.autograd.gradcheck(gated, (q, k, v, x, w_phi, w_g, b_g), eps=1e-6, atol=1e-7, rtol=1e-5)
+    window = SlidingWindowAttention(3)
+    assert torch.autograd.gradcheck(lambda q, k, v: window(q, k, v), (q, k, v), eps=1e-6, atol=1e-7, rtol=1e-5)
+    # The modules: their outputs are the module's, their parameters receive gradients.
+    gsa = SlotGatesAttention(d_x, n, tau=4.0, dtype=torch.float64)
+    out = gsa(q, k, v, x)
+    ref = abc_attention.SlotGates(gsa.w_f.detach().numpy(), gsa.b_f.detach().numpy(), tau=4.0).forward_causal(
+        q[0].detach().numpy(), k[0].detach().numpy(), v[0].detach().numpy(), x[0].detach().numpy())
+    assert np.array_equal(out[0].detach().numpy(), ref)
+    out.square().sum().backward()
+    assert gsa.w_f.grad.shape == (n, d_x) and gsa.b_f.grad.shape == (n,) and gsa.b_f.grad.abs().sum() > 0
+    try:
+        ControlAttentionFunction.apply(abc_attention.SlotGates, ("w_f",), True, q, k, v, x, w_f, b_f)
+        raise AssertionError("a parameter without a name accepted")
+    except ValueError as e:
+        assert "2 parameters, but 1 names" in str(e), e
 
     # float32 runs the float kernels and keeps the dtype.
     layer32 = MlpAttention(d_x, n)

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "../detail/check.hpp"
+#include "../error.hpp"
 #include "../detail/control_check.hpp"
 #include "../detail/random.hpp"
 #include "../detail/project.hpp"
@@ -33,6 +34,30 @@ enum class Normalization {
   prefix,     ///< default: slot ℓ is a convex combination of the prefix, K̃_t = Σ_i α_i k_i / Σ_i α_i
   per_token,  ///< the footnote read literally: φ_t = α_t / Σ_{j≤t} α_j, weights never revised
 };
+
+/**
+ * \brief The activation named `name`: "exp", "sigmoid" or "relu", as weights files
+ * (docs/weights.md) and the Python module spell it.
+ * \throws config_error "<who>: activation is '<name>', expected 'exp', 'sigmoid' or 'relu'".
+ */
+inline Activation activation_from_name(const std::string& name,
+                                       const char* who = "abc::control::activation_from_name") {
+  if (name == "exp") return Activation::exp;
+  if (name == "sigmoid") return Activation::sigmoid;
+  if (name == "relu") return Activation::relu;
+  ABC_THROW(config_error(std::string(who) + ": activation is '" + name + "', expected 'exp', 'sigmoid' or 'relu'"));
+}
+
+/**
+ * \brief The normalisation named `name`: "prefix" or "per_token".
+ * \throws config_error "<who>: normalization is '<name>', expected 'prefix' or 'per_token'".
+ */
+inline Normalization normalization_from_name(const std::string& name,
+                                             const char* who = "abc::control::normalization_from_name") {
+  if (name == "prefix") return Normalization::prefix;
+  if (name == "per_token") return Normalization::per_token;
+  ABC_THROW(config_error(std::string(who) + ": normalization is '" + name + "', expected 'prefix' or 'per_token'"));
+}
 
 /**
  * \brief ABC-MLP (ABC paper §4, Eq. 7): slot logits s_t = W_φ x_t, normalised over tokens.

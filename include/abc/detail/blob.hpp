@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// abc: bounded-memory attention. The byte level of state blobs: little-endian writer and reader,
-// checksum, and the header every blob starts with (abc/state_io.hpp, abc/select/state_io.hpp).
+// abc: bounded-memory attention. The byte level of state blobs and weights files: little-endian
+// writer and reader, checksums, and the header every state blob starts with (abc/state_io.hpp,
+// abc/select/state_io.hpp, abc/weights.hpp).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,11 @@ struct Writer {
   }
   void u32(std::uint32_t x) {
     for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<std::uint8_t>(x >> (8 * i)));
+  }
+  // u32 length, then the bytes.
+  void text(const std::string& s) {
+    u32(std::uint32_t(s.size()));
+    bytes.insert(bytes.end(), s.begin(), s.end());
   }
   template <class T>
   void scalar(T x) {
@@ -60,6 +66,12 @@ struct Reader {
     at += 4;
     return x;
   }
+  // `n` bytes as a string (the caller has checked need(n)).
+  std::string chars(std::size_t n) {
+    std::string s(reinterpret_cast<const char*>(data + at), n);
+    at += n;
+    return s;
+  }
   template <class T>
   T scalar() {
     T x{};
@@ -81,6 +93,25 @@ inline std::uint64_t fnv1a(const std::uint8_t* p, std::size_t n) noexcept {
   return h;
 }
 
+// CRC-32 (IEEE 802.3, reflected, as zlib's crc32): the weights file's checksum, which Python
+// computes in C (zlib.crc32) where FNV-1a would be a loop over every byte in the interpreter.
+inline std::uint32_t crc32(const std::uint8_t* p, std::size_t n) noexcept {
+  static const auto table = [] {
+    struct Table {
+      std::uint32_t v[256];
+    } t{};
+    for (std::uint32_t i = 0; i < 256; ++i) {
+      std::uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+      t.v[i] = c;
+    }
+    return t;
+  }();
+  std::uint32_t c = 0xffffffffu;
+  for (std::size_t i = 0; i < n; ++i) c = table.v[(c ^ p[i]) & 0xffu] ^ (c >> 8);
+  return c ^ 0xffffffffu;
+}
+
 inline constexpr char state_magic[8] = {'A', 'B', 'C', 'S', 'T', 'A', 'T', 'E'};
 inline constexpr std::uint32_t state_version = 2;
 
@@ -95,8 +126,7 @@ inline void write_blob_header(Writer& w, std::size_t scalar_size, const std::str
   w.bytes.insert(w.bytes.end(), state_magic, state_magic + 8);
   w.u32(state_version);
   w.u32(std::uint32_t(scalar_size));
-  w.u32(std::uint32_t(tag.size()));
-  w.bytes.insert(w.bytes.end(), tag.begin(), tag.end());
+  w.text(tag);
 }
 
 // Checks the magic, then the trailing checksum (so corruption is reported as such), the version,
@@ -121,8 +151,7 @@ inline Reader read_blob_header(const char* who, const std::uint8_t* data, std::s
     blob_error(who, "scalar size is " + std::to_string(scalar) + " bytes, expected " + std::to_string(scalar_size));
   const std::uint32_t tag_len = r.u32();
   if (!r.need(tag_len)) blob_error(who, "truncated control tag");
-  const std::string got(reinterpret_cast<const char*>(data + r.at), tag_len);
-  r.at += tag_len;
+  const std::string got = r.chars(tag_len);
   if (got != tag) blob_error(who, "control kind is " + got + ", expected " + tag);
   return r;
 }
