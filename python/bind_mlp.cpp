@@ -7,31 +7,9 @@
 
 #include "bind_attention.hpp"
 #include "controls.hpp"
+#include "mlp_options.hpp"
 
 namespace abc_python {
-namespace {
-
-abc::control::Activation parse_activation(const std::string& s) {
-  if (s == "exp") return abc::control::Activation::exp;
-  if (s == "sigmoid") return abc::control::Activation::sigmoid;
-  if (s == "relu") return abc::control::Activation::relu;
-  throw py::value_error("abc_attention: activation is '" + s + "', expected 'exp', 'sigmoid' or 'relu'");
-}
-
-abc::control::Normalization parse_normalization(const std::string& s) {
-  if (s == "prefix") return abc::control::Normalization::prefix;
-  if (s == "per_token") return abc::control::Normalization::per_token;
-  throw py::value_error("abc_attention: normalization is '" + s + "', expected 'prefix' or 'per_token'");
-}
-
-template <class T>
-abc::control::Mlp<T> make_mlp(const InArray<T>& w_phi, const std::string& activation, const std::string& normalization) {
-  return abc::control::Mlp<T>(abc::Matrix<T>(matrix_view(w_phi, "w_phi")), parse_activation(activation),
-                              parse_normalization(normalization));
-}
-
-}  // namespace
-
 template <class T>
 void bind_mlp(py::module_& m) {
   using C = abc::control::Mlp<T>;
@@ -39,7 +17,8 @@ void bind_mlp(py::module_& m) {
                     "ABC-MLP (abc::control::Mlp): slot logits W_phi x, w_phi [n, d_x].")
       .def(py::init([](const InArray<T>& w_phi, const std::string& activation, const std::string& normalization,
                        double scale, abc::Index chunk) {
-             return Attention<C>(make_mlp<T>(w_phi, activation, normalization), scale, chunk);
+             return Attention<C>(make_mlp<T>(abc::Matrix<T>(matrix_view(w_phi, "w_phi")), activation, normalization),
+                                 scale, chunk);
            }),
            py::arg("w_phi"), py::arg("activation") = "exp", py::arg("normalization") = "prefix",
            py::arg("scale") = 0.0, py::arg("chunk") = 16);
@@ -52,7 +31,8 @@ void bind_gated_mlp(py::module_& m) {
                     "ABC-MLP under a forget gate sigmoid(w_g . x + b_g) (abc::control::Gated<Mlp>).")
       .def(py::init([](const InArray<T>& w_phi, const InArray<T>& w_g, double b_g, const std::string& activation,
                        const std::string& normalization, double scale, abc::Index chunk) {
-             return Attention<C>(C(make_mlp<T>(w_phi, activation, normalization),
+             return Attention<C>(C(make_mlp<T>(abc::Matrix<T>(matrix_view(w_phi, "w_phi")), activation,
+                                               normalization),
                                    abc::Vector<T>(vector_view(w_g, "w_g")), T(b_g)),
                                  scale, chunk);
            }),
