@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "has_backward.hpp"
+
 namespace abc_python {
 
 namespace py = pybind11;
@@ -31,6 +33,17 @@ Eigen::Map<const abc::Matrix<T>> matrix_view(const InArray<T>& a, const char* na
     throw py::value_error(std::string("abc_attention: ") + name + " has " + std::to_string(a.ndim()) +
                           " dimensions, expected 2 (one row per token)");
   return Eigen::Map<const abc::Matrix<T>>(a.data(), abc::Index(a.shape(0)), abc::Index(a.shape(1)));
+}
+
+// An optional argument (x, b_f, w_g, ...) as an array of the class's scalar type, viewed or
+// converted as InArray's are.
+template <class T>
+InArray<T> ensure_array(const py::object& a, const char* name) {
+  InArray<T> out = InArray<T>::ensure(a);
+  if (!out)
+    throw py::value_error(std::string("abc_attention: ") + name +
+                          " is not convertible to an array of the attention's dtype");
+  return out;
 }
 
 template <class T>
@@ -90,6 +103,14 @@ auto add_parameter_gradient(py::dict& d, const Gradient& g) -> decltype(g.w_g, g
   d["inner"] = std::move(inner);
 }
 
+// abc::Options from the factories' keyword arguments (every other option keeps abc's default).
+inline abc::Options make_options(double scale, abc::Index chunk) {
+  abc::Options o;
+  o.scale = scale;
+  o.chunk = chunk;
+  return o;
+}
+
 /// A BoundedAttention<Control> as Python sees it: the operator plus the calls' numpy plumbing.
 template <class Control>
 class Attention {
@@ -98,7 +119,9 @@ class Attention {
   using State = abc::State<T>;
   using Array = InArray<T>;
 
-  Attention(Control control, double scale, abc::Index chunk) : attn_(std::move(control), options(scale, chunk)) {}
+  Attention(Control control, double scale, abc::Index chunk) : attn_(std::move(control), make_options(scale, chunk)) {}
+  // One memory of a multi-head layer, as a single-head attention of its own.
+  explicit Attention(abc::BoundedAttention<Control> attn) : attn_(std::move(attn)) {}
 
   const abc::BoundedAttention<Control>& attention() const noexcept { return attn_; }
 
@@ -146,8 +169,7 @@ class Attention {
       py::gil_scoped_release unlocked;
       out = attn_.step(state, qv, kv, vv);
     } else {
-      const Array xa = Array::ensure(x);
-      if (!xa) throw py::value_error("abc_attention: x is not convertible to an array of the attention's dtype");
+      const Array xa = ensure_array<T>(x, "x");
       const auto xv = vector_view(xa, "x");
       py::gil_scoped_release unlocked;
       out = attn_.step(state, qv, kv, vv, xv);
@@ -199,20 +221,12 @@ class Attention {
   }
 
  private:
-  static abc::Options options(double scale, abc::Index chunk) {
-    abc::Options o;
-    o.scale = scale;
-    o.chunk = chunk;
-    return o;
-  }
-
   // Runs `call` with the control input: none (the control reads the keys), or x viewed as rows.
   template <class Call>
   static auto with_x(const py::object& x, Call&& call) {
     using Rows = typename abc::BoundedAttention<Control>::Rows;
     if (x.is_none()) return call(Rows{});
-    const Array xa = Array::ensure(x);
-    if (!xa) throw py::value_error("abc_attention: x is not convertible to an array of the attention's dtype");
+    const Array xa = ensure_array<T>(x, "x");
     return call(Rows{matrix_view(xa, "x")});
   }
 
@@ -256,14 +270,16 @@ void bind_state(py::module_& m) {
       .def("__eq__", [](const State& a, const State& b) { return a == b; });
 }
 
-/// Binds Attention<Control> as `name` (e.g. "Mlp_float64") with every call; the caller adds the
-/// constructor, which is the only part that differs between controls.
+/// Binds Attention<Control> as `name` (e.g. "Mlp_float64") with every call the control has
+/// (backward and backward_causal only where C++ has them); the caller adds the constructor, which
+/// is the only part that differs between controls.
 template <class Control>
 py::class_<Attention<Control>> bind_attention(py::module_& m, const std::string& name, const char* doc) {
   using A = Attention<Control>;
   using T = typename A::T;
   const py::arg_v x_none = py::arg("x") = py::none();
-  return py::class_<A>(m, name.c_str(), doc)
+  py::class_<A> c(m, name.c_str(), doc);
+  c
       .def_property_readonly("num_slots", [](const A& a) { return a.attention().num_slots(); })
       .def_property_readonly("dtype", [](const A&) { return py::dtype::of<T>(); })
       .def("forward", &A::forward, py::arg("q"), py::arg("k"), py::arg("v"), x_none,
@@ -274,13 +290,16 @@ py::class_<Attention<Control>> bind_attention(py::module_& m, const std::string&
            py::arg("v"), x_none, "Causal attention continuing `state`, which advances by N tokens.")
       .def("step", &A::step, py::arg("state"), py::arg("q"), py::arg("k"), py::arg("v"), x_none,
            "One token (1-D q, k, v and x) continuing `state`. Returns [dv].")
-      .def("backward", &A::backward, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("d_out"), x_none,
-           "Gradients of forward: dict with q, k, v, x (when given) and the control's parameters.")
-      .def("backward_causal", &A::backward_causal, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("d_out"),
-           x_none, "Gradients of forward_causal from an empty state, as backward's dict.")
       .def("make_state", &A::make_state, py::arg("d"), py::arg("dv"), "An empty state for keys of width d, values of width dv.")
       .def("save_state", &A::save_state, py::arg("state"), "The state as abc's versioned binary blob (bytes).")
       .def("load_state", &A::load_state, py::arg("blob"), "A state from a blob written by save_state.");
+  if constexpr (has_backward<Control>) {
+    c.def("backward", &A::backward, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("d_out"), x_none,
+          "Gradients of forward: dict with q, k, v, x (when given) and the control's parameters.")
+        .def("backward_causal", &A::backward_causal, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("d_out"),
+             x_none, "Gradients of forward_causal from an empty state, as backward's dict.");
+  }
+  return c;
 }
 
 }  // namespace abc_python

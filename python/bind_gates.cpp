@@ -19,8 +19,7 @@ void bind_slot_gates(py::module_& m) {
       .def(py::init([](const InArray<T>& w_f, const py::object& b_f, double tau, double scale, abc::Index chunk) {
              abc::Matrix<T> w(matrix_view(w_f, "w_f"));
              if (b_f.is_none()) return Attention<C>(C(std::move(w), T(tau)), scale, chunk);
-             const InArray<T> b = InArray<T>::ensure(b_f);
-             if (!b) throw py::value_error("abc_attention: b_f is not convertible to an array of the attention's dtype");
+             const InArray<T> b = ensure_array<T>(b_f, "b_f");
              return Attention<C>(C(std::move(w), abc::Vector<T>(vector_view(b, "b_f")), T(tau)), scale, chunk);
            }),
            py::arg("w_f"), py::arg("b_f") = py::none(), py::arg("tau") = 8.0, py::arg("scale") = 0.0,

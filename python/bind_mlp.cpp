@@ -7,21 +7,9 @@
 
 #include "bind_attention.hpp"
 #include "controls.hpp"
+#include "mlp_options.hpp"
 
 namespace abc_python {
-namespace {
-
-template <class T>
-abc::control::Mlp<T> make_mlp(const InArray<T>& w_phi, const std::string& activation, const std::string& normalization) {
-  // abc's config_error reaches Python as ValueError, the message starting "abc_attention:" as the
-  // module's own checks do.
-  return abc::control::Mlp<T>(abc::Matrix<T>(matrix_view(w_phi, "w_phi")),
-                              abc::control::activation_from_name(activation, "abc_attention"),
-                              abc::control::normalization_from_name(normalization, "abc_attention"));
-}
-
-}  // namespace
-
 template <class T>
 void bind_mlp(py::module_& m) {
   using C = abc::control::Mlp<T>;
@@ -29,7 +17,8 @@ void bind_mlp(py::module_& m) {
                     "ABC-MLP (abc::control::Mlp): slot logits W_phi x, w_phi [n, d_x].")
       .def(py::init([](const InArray<T>& w_phi, const std::string& activation, const std::string& normalization,
                        double scale, abc::Index chunk) {
-             return Attention<C>(make_mlp<T>(w_phi, activation, normalization), scale, chunk);
+             return Attention<C>(make_mlp<T>(abc::Matrix<T>(matrix_view(w_phi, "w_phi")), activation, normalization),
+                                 scale, chunk);
            }),
            py::arg("w_phi"), py::arg("activation") = "exp", py::arg("normalization") = "prefix",
            py::arg("scale") = 0.0, py::arg("chunk") = 16);
@@ -42,7 +31,8 @@ void bind_gated_mlp(py::module_& m) {
                     "ABC-MLP under a forget gate sigmoid(w_g . x + b_g) (abc::control::Gated<Mlp>).")
       .def(py::init([](const InArray<T>& w_phi, const InArray<T>& w_g, double b_g, const std::string& activation,
                        const std::string& normalization, double scale, abc::Index chunk) {
-             return Attention<C>(C(make_mlp<T>(w_phi, activation, normalization),
+             return Attention<C>(C(make_mlp<T>(abc::Matrix<T>(matrix_view(w_phi, "w_phi")), activation,
+                                               normalization),
                                    abc::Vector<T>(vector_view(w_g, "w_g")), T(b_g)),
                                  scale, chunk);
            }),

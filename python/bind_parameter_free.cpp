@@ -1,14 +1,20 @@
 // SPDX-License-Identifier: MIT
 // abc_attention: the controls without parameters (sliding window, dilated, random slot,
-// compressive, identity). Their gradients hold q, k and v only.
+// compressive, identity, global tokens, and global tokens + window). Their gradients hold q, k and
+// v only.
 #include <abc/control/compressive.hpp>
+#include <abc/control/concat.hpp>
 #include <abc/control/dilated.hpp>
+#include <abc/control/global_tokens.hpp>
 #include <abc/control/identity.hpp>
 #include <abc/control/random_slot.hpp>
 #include <abc/control/sliding_window.hpp>
 
+#include <pybind11/stl.h>
+
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "bind_attention.hpp"
 #include "controls.hpp"
@@ -47,6 +53,23 @@ void bind_parameter_free(py::module_& m) {
              return Attention<ctl::Compressive<T>>(ctl::Compressive<T>(abc::Slots{n}, c), scale, chunk);
            }),
            py::arg("n"), py::arg("c"), py::arg("scale") = 0.0, py::arg("chunk") = 16);
+  bind_attention<ctl::GlobalTokens<T>>(m, "GlobalTokens" + suffix,
+                                       "Slot i holds the token at positions[i] (abc::control::GlobalTokens).")
+      .def(py::init([](const std::vector<abc::Index>& positions, double scale, abc::Index chunk) {
+             return Attention<ctl::GlobalTokens<T>>(ctl::GlobalTokens<T>(positions), scale, chunk);
+           }),
+           py::arg("positions"), py::arg("scale") = 0.0, py::arg("chunk") = 16);
+  // The one Concat bound: each pair of parts is a C++ type of its own, and this pair is the
+  // Longformer / BigBird local + global pattern (global tokens 0 .. s - 1: StreamingLLM's sinks).
+  using LocalGlobal = ctl::Concat<ctl::GlobalTokens<T>, ctl::SlidingWindow<T>>;
+  bind_attention<LocalGlobal>(m, "LocalGlobal" + suffix,
+                              "The global tokens at `positions` and the last n tokens, each token once "
+                              "(abc::control::Concat<GlobalTokens, SlidingWindow>).")
+      .def(py::init([](const std::vector<abc::Index>& positions, abc::Index n, double scale, abc::Index chunk) {
+             return Attention<LocalGlobal>(LocalGlobal(ctl::GlobalTokens<T>(positions), ctl::SlidingWindow<T>(n)),
+                                           scale, chunk);
+           }),
+           py::arg("positions"), py::arg("n"), py::arg("scale") = 0.0, py::arg("chunk") = 16);
 }
 
 template void bind_parameter_free<float>(py::module_&);

@@ -18,5 +18,11 @@ void bind_linformer(pybind11::module_& m);
 // SlidingWindow and the other controls without parameters.
 template <class T>
 void bind_parameter_free(pybind11::module_& m);
+// TopKEviction, Cluster and RandomFeature: parameters abc does not train.
+template <class T>
+void bind_more_controls(pybind11::module_& m);
+// MultiHeadAttention with ABC-MLP controls, and its decode pool.
+template <class T>
+void bind_multi_head_mlp(pybind11::module_& m);
 
 }  // namespace abc_python

@@ -44,6 +44,76 @@ def main():
     raises(lambda: abc.Mlp(np.ones((3, 4)), activation="tanh"), "activation is 'tanh'")
     raises(lambda: abc.SlidingWindow(3, dtype=np.int32), "dtype is int32, expected float32 or float64")
     assert abc.ShapeError is ValueError and abc.ConfigError is ValueError
+
+    # The controls added with TopKEviction, Cluster, GlobalTokens, LocalGlobal and RandomFeature.
+    raises(lambda: abc.TopKEviction(5, 6), "abc::control::TopKEviction: recent is 6, expected at most 5")
+    raises(lambda: abc.TopKEviction(5, 2, score="trams_code"), "abc_attention: score is 'trams_code', which needs w_q")
+    raises(lambda: abc.TopKEviction(5, 2, np.ones((4, 3)), score="best"), "abc_attention: score is 'best', expected")
+    raises(lambda: abc.TopKEviction(5, 2, np.ones((4, 3)), score="key_norm"), "abc::select::KeyScore: kind is key_norm")
+    raises(lambda: abc.TopKEviction(5, 2, np.ones((3, 3))).forward(q, k, v),
+           "abc::BoundedAttention::forward: k is [7 x 4], expected [7 x 3]")
+    raises(lambda: abc.Cluster(np.zeros((0, 4))), "abc::control::Cluster", "centroids.rows() (slots)")
+    kmeans = abc.Cluster(3, 4, 1)
+    raises(lambda: kmeans.forward_causal(q, k, v),
+           "abc::BoundedAttention::forward_causal: centroids.rows() is 0, expected at least 3")
+    raises(lambda: abc.GlobalTokens([1, 4, 1]),
+           "abc::control::GlobalTokens: positions[2] is 1, expected a position not listed before")
+    raises(lambda: abc.GlobalTokens([]), "abc::control::GlobalTokens", "positions.size()")
+    raises(lambda: abc.LocalGlobal([0, 1], 0), "abc::control::SlidingWindow", "n")
+    raises(lambda: abc.RandomFeature(np.ones((3, 4)), floor=-1.0), "abc::control::RandomFeature", "floor")
+    raises(lambda: abc.RandomFeature(np.ones((3, 4)), input_norm="l2"),
+           "abc_attention: input_norm is 'l2', expected 'unit' or 'raw'")
+    raises(lambda: abc.RandomFeature(np.ones((3, 5))).forward(q, k, v),
+           "abc::BoundedAttention::forward: k is [7 x 4], expected [7 x 5]")
+    # RFA's linear readout has no backward in abc, so the class has none; the others keep theirs.
+    for rfa in (abc.RandomFeature(np.ones((3, 4))), abc.RandomFeature(np.ones((3, 4)), dtype=np.float32)):
+        assert not hasattr(rfa, "backward") and not hasattr(rfa, "backward_causal"), type(rfa)
+    assert hasattr(kmeans, "backward") and hasattr(abc.LocalGlobal([0], 2), "backward_causal")
+
+    # MultiHeadMlp: abc's messages for heads, ids and pools; the module's for array dimensions.
+    heads, kv_heads = 4, 2
+    mq = rng.standard_normal((2, 5, heads, 4))
+    mk, mv = rng.standard_normal((2, 5, kv_heads, 4)), rng.standard_normal((2, 5, kv_heads, 3))
+    mha = abc.MultiHeadMlp(rng.standard_normal((kv_heads, 3, 4)), heads, kv_heads)
+    raises(lambda: mha.forward(mq[:, :, :3], mk, mv),
+           "abc::MultiHeadAttention::forward: q.heads() is 3, expected 4 (one per query head)")
+    raises(lambda: mha.forward_causal(mq, mq, mv),
+           "abc::MultiHeadAttention::forward_causal: k.heads() is 4, expected 2")
+    raises(lambda: mha.forward(mq, mk, mv[:1]), "abc::MultiHeadAttention::forward: v.batch() is 1, expected 2")
+    raises(lambda: mha.forward(mq, mk, mv, rng.standard_normal((2, 5, 3, 4))), "x.heads() is 3, expected 1")
+    raises(lambda: abc.MultiHeadMlp(np.ones((3, 3, 4)), heads, kv_heads),
+           "abc::MultiHeadAttention: controls.size() is 3, expected 2 (one per key/value head) or 4",
+           "(one per query head)")
+    raises(lambda: abc.MultiHeadMlp(np.ones((3, 4)), 4, 3), "abc::MultiHeadAttention", "kv_heads must divide heads")
+    raises(lambda: abc.MultiHeadMlp(np.ones((1, 1, 3, 4)), 4),
+           "abc_attention: w_phi has 4 dimensions, expected 2 ([n, d_x]")
+    raises(lambda: mha.forward(mq[0], mk, mv),
+           "abc_attention: q has 3 dimensions, expected 4 ([batch, seq, heads, dim])")
+    raises(lambda: mha.memory_of(4), "abc_attention: h is 4, expected 0 <= h < 4 (a query head)")
+    raises(lambda: mha.memory(-1), "abc_attention: m is -1, expected 0 <= m < 2 (a memory)")
+    pool = mha.make_pool()
+    mha.add(pool, 7, 4, 3)
+    raises(lambda: mha.add(pool, 7, 4, 3),
+           "abc::MultiHeadAttention::add: sequence id 7 is already in the pool (drop it first)")
+    raises(lambda: mha.step(pool, [7, 8], mq[:, 0], mk[:, 0], mv[:, 0]),
+           "abc::MultiHeadAttention::forward_causal: sequence id 8 is not in the pool (add it first)")
+    raises(lambda: mha.step(pool, [7, 7], mq[:, 0], mk[:, 0], mv[:, 0]),
+           "ids holds sequence id 7 twice, expected distinct ids")
+    raises(lambda: mha.step(pool, [7], mq[:, 0], mk[:, 0], mv[:, 0]),
+           "ids.size() is 1, expected 2 (one id per sequence)")
+    raises(lambda: mha.step(pool, [7], mq[:1], mk[:1, 0], mv[:1, 0]),
+           "abc_attention: q has 4 dimensions, expected 3 ([batch, heads, dim]: one token per sequence)")
+    raises(lambda: mha.forward_causal_pool(pool, [7], mq[:1], mk[:1, :, :, :3], mv[:1]),
+           "abc::MultiHeadAttention::forward_causal: k is [5 x 3], expected [5 x 4]")
+    raises(lambda: pool.states(8), "abc::MultiHeadAttention::Pool: sequence id 8 is not in the pool (add it first)")
+    raises(lambda: mha.save_state(pool, 8), "sequence id 8 is not in the pool")
+    raises(lambda: mha.read(pool, [8], mq[:1]), "abc::MultiHeadAttention::read: sequence id 8 is not in the pool")
+    raises(lambda: mha.add_memory(pool, [7], mk[:1], mv[:1]),
+           "abc::MultiHeadAttention::add_memory: sequence id 7 is already in the pool")
+    # A pool of another layer (other memories) is refused, naming what it holds.
+    other = abc.MultiHeadMlp(rng.standard_normal((heads, 3, 4)), heads, kv_heads)
+    raises(lambda: other.step(pool, [7], mq[:1, 0], mk[:1, 0], mv[:1, 0]),
+           "pool sequence 7 holds 2 states, expected 4 (the pool was filled by another MultiHeadAttention)")
     print("python.errors: ok")
     return 0
 

@@ -1,12 +1,42 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""python.state_io: save_state / load_state round trip, and a loaded state decodes as the original."""
+"""python.state_io: save_state / load_state round trip, and a loaded state decodes as the original;
+for MultiHeadMlp, a pool sequence's blobs (one per memory) load into its memories' attentions."""
 import copy
 import sys
 
 import numpy as np
 
 import abc_attention as abc
+
+
+def multi_head(rng, dtype):
+    """A pool sequence's states as blobs, one per memory: each loads into memory m's single-head
+    attention as the state it was, and continues there as the pool continues."""
+    batch, n_tok, heads, kv_heads, d, dv, n = 2, 9, 4, 2, 4, 3, 5
+    q = rng.standard_normal((batch, n_tok, heads, d)).astype(dtype)
+    k = rng.standard_normal((batch, n_tok, kv_heads, d)).astype(dtype)
+    v = rng.standard_normal((batch, n_tok, kv_heads, dv)).astype(dtype)
+    mha = abc.MultiHeadMlp(rng.standard_normal((kv_heads, n, d)).astype(dtype), heads, kv_heads)
+    pool = mha.make_pool()
+    for i in (1, 2):
+        mha.add(pool, i, d, dv)
+    mha.forward_causal_pool(pool, [1, 2], q[:, :6], k[:, :6], v[:, :6])
+    blobs = mha.save_state(pool, 2)
+    assert len(blobs) == mha.memories and all(b[:8] == b"ABCSTATE" for b in blobs)
+    loaded = [mha.memory(m).load_state(b) for m, b in enumerate(blobs)]
+    assert loaded == pool.states(2) and all(s.position == 6 for s in loaded)
+    out = mha.forward_causal_pool(pool, [1, 2], q[:, 6:], k[:, 6:], v[:, 6:])
+    for h in range(heads):
+        m = mha.memory_of(h)
+        cont = mha.memory(m).forward_causal_state(loaded[m].copy(), q[1, 6:, h], k[1, 6:, m], v[1, 6:, m])
+        assert np.array_equal(cont, out[1, :, h]), h
+    # A blob of one memory is a state of that memory's attention only when the slot counts agree.
+    try:
+        abc.Mlp(np.ones((n + 1, d), dtype=dtype)).load_state(blobs[0])
+        raise AssertionError("a blob of 5 slots loaded into an attention of 6")
+    except ValueError as e:
+        assert "abc::load_state" in str(e), e
 
 
 def main():
@@ -17,7 +47,12 @@ def main():
         v = rng.standard_normal((n_tok, dv)).astype(dtype)
         for attn in (abc.Mlp(rng.standard_normal((n, d)).astype(dtype)),
                      abc.SlidingWindow(n, dtype=dtype),
-                     abc.SlotGates(rng.standard_normal((n, d)).astype(dtype))):
+                     abc.SlotGates(rng.standard_normal((n, d)).astype(dtype)),
+                     abc.TopKEviction(n, 2, dtype=dtype),
+                     abc.Cluster(rng.standard_normal((n, d)).astype(dtype)),
+                     abc.GlobalTokens([0, 2, 5, 8, 9], dtype=dtype),
+                     abc.LocalGlobal([0, 3], 3, dtype=dtype),
+                     abc.RandomFeature(rng.standard_normal((3, d)).astype(dtype))):
             state = attn.make_state(d, dv)
             attn.forward_causal_state(state, q[:6], k[:6], v[:6])
             blob = attn.save_state(state)
@@ -37,6 +72,7 @@ def main():
                 raise AssertionError("truncated blob accepted")
             except ValueError as e:
                 assert "abc::load_state" in str(e), e
+        multi_head(rng, dtype)
     print("python.state_io: ok")
     return 0
 
