@@ -310,7 +310,7 @@ void run_multi_head_case(const fs::path& dir, const abc::MultiHeadAttention<abc:
     for (abc::Index m = 0; m < mha.memories(); ++m) {
       const auto& st = pool.states(id)[std::size_t(m)];
       const std::string name = "pool." + std::to_string(id) + "." + std::to_string(m) + ".";
-      write(dir, name + "keys", st.keys());
+      write(dir, name + "keys", abc::Matrix<T>(st.keys()));
       write(dir, name + "values", st.values());
     }
 }
