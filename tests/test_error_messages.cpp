@@ -87,9 +87,10 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
   auto full = identity.make_state(4, 3);
   identity.forward_causal(full, ref::random<float>(8, 4, 7), ref::random<float>(8, 4, 8), ref::random<float>(8, 3, 9));
   const abc::BoundedAttention<Cluster<float>> fitted_later{Cluster<float>(abc::Slots{4}, 4, abc::Seed{1})};
-  abc::Options bad_scale, bad_chunk;
+  abc::Options bad_scale, bad_chunk, bad_block;
   bad_scale.scale = -1;
   bad_chunk.chunk = 0;
+  bad_block.backward_block = -2;
   M out52(5, 2), out43(4, 3);
   V out2(2);
   M dout_nan = v;
@@ -190,6 +191,9 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
        "abc::BoundedAttention: options.scale is -1.000000, expected a finite value > 0, or 0 for 1/sqrt(d)"},
       {"BoundedAttention(control, options.chunk = 0)", [&] { abc::BoundedAttention<SW>(SW{2}, bad_chunk); },
        Throws::config_error, "abc::BoundedAttention: options.chunk is 0, expected at least 1 (a chunk holds a token)"},
+      {"BoundedAttention(control, options.backward_block = -2)", [&] { abc::BoundedAttention<SW>(SW{2}, bad_block); },
+       Throws::config_error,
+       "abc::BoundedAttention: options.backward_block is -2, expected at least 1 (a block holds a token)"},
       {"forward: keys narrower than the queries", [&] { attn.forward(q, k3, v); }, Throws::shape_error,
        "abc::BoundedAttention::forward: k is [5 x 3], expected [5 x 4] (k.cols() must equal q.cols())"},
       {"forward: zero-width queries", [&] { attn.forward(z, z, v); }, Throws::shape_error,

@@ -186,9 +186,15 @@ void check(const Case<Make>& c, Args a, Form form, const ParamGrad& param_grad, 
   }
 }
 
+// The backward passes' block (Options::backward_block): the default (one block for these sizes),
+// or kBlock, which splits every form into blocks of 3 tokens (a partial last block included).
+constexpr Index kBlock = 3;
+Index g_backward_block = abc::Options{}.backward_block;
+
 abc::Options options() {
   abc::Options o;
   o.chunk = kChunk;
+  o.backward_block = g_backward_block;
   return o;
 }
 
@@ -199,8 +205,14 @@ void check_all(Make make, std::vector<M> params, ParamGrad param_grad, Index n, 
   Args a{randn(kQueries, kD, 1), randn(kTokens, kD, 2), randn(kTokens, kDv, 3),
          d_x > 0 ? randn(kTokens, d_x, 4) : M(), std::move(params)};
   const auto c = make_case(std::move(make), d_x > 0, reads_norm);
-  for (Form f : {Form::non_causal, Form::causal, Form::split}) {
-    SECTION(name(f)) { check(c, a, f, param_grad, n); }
+  for (Index block : {abc::Options{}.backward_block, kBlock}) {
+    for (Form f : {Form::non_causal, Form::causal, Form::split}) {
+      DYNAMIC_SECTION(name(f) << ", backward_block " << block) {
+        g_backward_block = block;
+        check(c, a, f, param_grad, n);
+        g_backward_block = abc::Options{}.backward_block;
+      }
+    }
   }
 }
 
@@ -317,6 +329,43 @@ TEST_CASE("Split backward passes add up to the backward pass of the whole sequen
   // A fresh state takes nothing from the loss but its normaliser's ±∞ entries: K̃ and Ṽ get
   // exactly what the first tokens' decays leave of them, which is 0.
   CHECK(g1.state.keys.cwiseAbs().maxCoeff() == 0.0);
+}
+
+TEST_CASE("A backward pass in blocks equals the one-block pass to rounding", "[gradients]") {
+  // Independent of finite differences, over many chunks and blocks: blocks of 16 and 23 tokens
+  // (a multiple of the chunk, and not) against one block for the whole call, both forms, the
+  // causal one continuing a state and given a d_end.
+  const Index n_tok = 70;
+  const M w = randn(kSlots, kDx, 30), q = randn(n_tok, kD, 31), k = randn(n_tok, kD, 32), v = randn(n_tok, kDv, 33),
+          x = randn(n_tok, kDx, 34), dout = randn(n_tok, kDv, 35);
+  abc::Options whole;
+  whole.chunk = kChunk;
+  const abc::BoundedAttention one(abc::control::Mlp<double>(w), whole);
+  auto start = one.make_state(kD, kDv);
+  one.forward_causal(start, q.topRows(9), k.topRows(9), v.topRows(9), x.topRows(9));
+  const abc::StateGradient<double> end{randn(kSlots, kD, 36), randn(kSlots, kDv, 37), randn(2, kSlots, 38)};
+  const auto want_nc = one.backward(q, k, v, dout, x);
+  const auto want_c = one.backward_causal(start, q, k, v, dout, end, x);
+  for (Index block : {16, 23}) {
+    abc::Options o = whole;
+    o.backward_block = block;
+    const abc::BoundedAttention blocks(abc::control::Mlp<double>(w), o);
+    const auto nc = blocks.backward(q, k, v, dout, x);
+    const auto c = blocks.backward_causal(start, q, k, v, dout, end, x);
+    INFO("backward_block " << block);
+    const std::pair<const M*, const M*> pairs[] = {
+        {&nc.q, &want_nc.q},       {&nc.k, &want_nc.k},       {&nc.v, &want_nc.v},
+        {&nc.x, &want_nc.x},       {&nc.control.w_phi, &want_nc.control.w_phi},
+        {&c.q, &want_c.q},         {&c.k, &want_c.k},         {&c.v, &want_c.v},
+        {&c.x, &want_c.x},         {&c.control.w_phi, &want_c.control.w_phi},
+        {&c.state.keys, &want_c.state.keys}, {&c.state.values, &want_c.state.values},
+        {&c.state.slot_state, &want_c.state.slot_state}};
+    for (const auto& [got, want] : pairs) {
+      REQUIRE(got->rows() == want->rows());
+      REQUIRE(got->cols() == want->cols());
+      CHECK((*got - *want).cwiseAbs().maxCoeff() <= 1e-12 * std::max(1.0, want->cwiseAbs().maxCoeff()));
+    }
+  }
 }
 
 TEST_CASE("float gradients agree with the double ones to float rounding", "[gradients][float]") {

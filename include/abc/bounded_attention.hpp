@@ -79,7 +79,8 @@ class BoundedAttention {
       : control_(std::move(control)), options_(options) {
     detail::advise_isa_once();
     detail::require_scale("abc::BoundedAttention", "options.scale", options_.scale);
-    if (auto p = detail::attention_problem(control_.num_slots(), options_.chunk)) detail::raise("abc::BoundedAttention", p);
+    if (auto p = detail::attention_problem(control_.num_slots(), options_.chunk, options_.backward_block))
+      detail::raise("abc::BoundedAttention", p);
   }
 
   /// The control policy, as given to the constructor.
@@ -214,8 +215,8 @@ class BoundedAttention {
   }
   /**
    * \brief The gradients of forward(q, k, v, x): given ∂L/∂out [M × dv], ∂L/∂q, ∂L/∂k, ∂L/∂v,
-   * ∂L/∂x and the control's parameter gradient. O(N · n · d) time, O(N · n) memory beyond the
-   * arguments (kernel/backward.hpp).
+   * ∂L/∂x and the control's parameter gradient. O(N · n · d) time; memory beyond the arguments and
+   * the results of one block of Options::backward_block tokens (kernel/backward.hpp).
    * \param q queries, [M × d]; \param k keys, [N × d]; \param v values, [N × dv]: as given to forward
    * \param d_out ∂L/∂out, [M × dv]
    * \param x optional control input, [N × d_x], as given to forward

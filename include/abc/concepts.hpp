@@ -61,7 +61,9 @@
 //                                     // writes; lets Concat count a token once (default: false)
 //
 //   // Gradients (BoundedAttention::backward, backward_causal), one of the two:
-//   struct Gradient { ... };          // the parameters' gradients, shaped like the parameters
+//   struct Gradient { ... };          // the parameters' gradients, shaped like the parameters;
+//                                     // with `Gradient& operator+=(const Gradient&)`, a long call's
+//                                     // backward pass runs in blocks (Options::backward_block)
 //   void schedule_backward(const ScheduleTape<T>& tape, MatrixOut<T> d_slot_state, MatrixOut<T> dx,
 //                          Gradient& grad) const;  // the chain rule through the schedule: from
 //                                     // ∂L/∂w_t and ∂L/∂log a_t (the tape) to x (added into dx,

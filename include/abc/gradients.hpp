@@ -3,6 +3,7 @@
 #pragma once
 
 #include <type_traits>
+#include <utility>
 
 #include "concepts.hpp"
 #include "state_gradient.hpp"
@@ -11,7 +12,10 @@
 ABC_NAMESPACE_BEGIN
 
 /// The parameter gradient of a control that has nothing to learn.
-struct NoParameters {};
+struct NoParameters {
+  /// Nothing to add (a backward pass sums its blocks' gradients).
+  NoParameters& operator+=(const NoParameters& /*other*/) noexcept { return *this; }
+};
 
 namespace detail {
 template <class C, class = void>
@@ -22,6 +26,15 @@ template <class C>
 struct control_gradient<C, std::void_t<typename C::Gradient>> {
   using type = typename C::Gradient;
 };
+
+// Whether a control's parameter gradients add with `+=`: a backward pass then works through a long
+// sequence in blocks of Options::backward_block tokens, summing the blocks' parameter gradients,
+// and keeps its per-token records for one block at a time; without it, for the whole call.
+template <class G, class = void>
+struct summable_gradient : std::false_type {};
+template <class G>
+struct summable_gradient<G, std::void_t<decltype(std::declval<G&>() += std::declval<const G&>())>>
+    : std::true_type {};
 }  // namespace detail
 
 /**

@@ -38,6 +38,12 @@ struct Options {
   /// for the chunk-local weights, smaller ones run GEMMs too thin to be fast; the default is the
   /// measured best for ABC-MLP and RFA (the chunk sweep in bench/README.md).
   Index chunk = 16;
+  /// Tokens a backward pass keeps per-token records for at once (≥ 1). A longer call is
+  /// differentiated block by block, last block first, from states saved at the blocks' starts by one
+  /// extra sweep that advances the memory without reading it: the records then take O(block · n)
+  /// and the saved states O((N / block) · n · (d + dv)) instead of O(N · n), for one more pass of
+  /// the memory's advance. Calls of at most this many tokens run in one block, with no extra sweep.
+  Index backward_block = 4096;
 };
 
 namespace detail {

@@ -129,6 +129,16 @@ class Gated {
     scalar_type b_g = scalar_type(0);
     /// The inner control's parameter gradient.
     typename detail::control_gradient<Inner>::type inner{};
+    /// Adds another part of the same call's gradient (a backward pass sums its blocks'); present
+    /// when the inner control's gradient adds too.
+    template <class G = typename detail::control_gradient<Inner>::type,
+              std::enable_if_t<detail::summable_gradient<G>::value, int> = 0>
+    Gradient& operator+=(const Gradient& other) {
+      w_g += other.w_g;
+      b_g += other.b_g;
+      inner += other.inner;
+      return *this;
+    }
   };
 
   /**

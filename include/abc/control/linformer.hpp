@@ -65,6 +65,11 @@ class Linformer {
   struct Gradient {
     /// ∂L/∂W_LF, [n × N_max]: column t is ∂L/∂w_t for the call's positions, 0 elsewhere.
     Matrix<Scalar> w_lf;
+    /// Adds another part of the same call's gradient (a backward pass sums its blocks').
+    Gradient& operator+=(const Gradient& other) {
+      w_lf += other.w_lf;
+      return *this;
+    }
   };
 
   /// The chain rule through the schedule (see abc/concepts.hpp): w_t is column t of W_LF, so

@@ -132,6 +132,11 @@ class Mlp {
   struct Gradient {
     /// ∂L/∂W_φ, [n × d_x].
     Matrix<Scalar> w_phi;
+    /// Adds another part of the same call's gradient (a backward pass sums its blocks').
+    Gradient& operator+=(const Gradient& other) {
+      w_phi += other.w_phi;
+      return *this;
+    }
   };
 
   /**

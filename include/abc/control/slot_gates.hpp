@@ -95,6 +95,12 @@ class SlotGates {
     Matrix<Scalar> w_f;
     /// ∂L/∂b_f, [n] (computed whether or not a bias was given).
     Vector<Scalar> b_f;
+    /// Adds another part of the same call's gradient (a backward pass sums its blocks').
+    Gradient& operator+=(const Gradient& other) {
+      w_f += other.w_f;
+      b_f += other.b_f;
+      return *this;
+    }
   };
 
   /// The chain rule through the schedule (see abc/concepts.hpp): with log f = −softplus(−s)/τ, both

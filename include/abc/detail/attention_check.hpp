@@ -136,9 +136,11 @@ bool passes_like(const C& control, CallForm form, const State<scalar_of<C>>* sta
 }
 
 // Why a BoundedAttention of n slots and these options cannot be made.
-inline Problem attention_problem(Index n, Index chunk) noexcept {
+inline Problem attention_problem(Index n, Index chunk, Index backward_block = 1) noexcept {
   if (n < 1) return at_least(Status::bad_config, "num_slots()", n, 1, "a memory needs a slot");
   if (chunk < 1) return at_least(Status::bad_config, "options.chunk", chunk, 1, "a chunk holds a token");
+  if (backward_block < 1)
+    return at_least(Status::bad_config, "options.backward_block", backward_block, 1, "a block holds a token");
   return {};
 }
 

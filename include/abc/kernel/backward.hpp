@@ -46,8 +46,11 @@ namespace kernel {
  * ∂L/∂log a_j = Σ_{t≥j} ∂L/∂B_t. Each token's decay and write products are formed by products
  * only, as in the forward kernel (exact for decays of 0 and any underflow).
  *
- * Memory: the schedule and five more rows per token, O(N · n), and one chunk's C × C and C × n
- * buffers; nothing of size N × n × d.
+ * Memory: the schedule and up to four more rows of n per token of one block of
+ * Options::backward_block tokens (a longer call is differentiated block by block, last block first,
+ * from the states at the blocks' starts), one saved state of n × (d + dv) per block, and one chunk's
+ * C × C and C × n buffers: flat in N up to the saved states; nothing of size N × n × d. Controls
+ * whose parameter gradient has no `+=` are differentiated as one block.
  */
 template <class Control>
 class SoftmaxBackward {
@@ -70,15 +73,88 @@ class SoftmaxBackward {
 
   /// Causal, continuing `start` (left unchanged); `d_end` is the gradient with respect to the state
   /// the call leaves (empty: none). Sets g.state to the gradient with respect to `start`.
+  ///
+  /// A call longer than Options::backward_block is differentiated as the same call made in blocks:
+  /// one sweep advances a copy of `start` block by block (no reads) and keeps the state at each
+  /// block's start; then each block, last first, is differentiated as a call continuing its start
+  /// state, handing the gradient of that state to the block before as its d_end. The per-token
+  /// records are kept for one block at a time.
   void causal(const State<T>& start, const MatrixRef<T>& q, const MatrixRef<T>& k, const MatrixRef<T>& v,
               const MatrixRef<T>& input, bool has_input, const MatrixRef<T>& dout, const StateGradient<T>& d_end,
               Gradients<Control>& g) const {
+    const Index n_tok = k.rows(), block = options_.backward_block;
+    if (n_tok <= block || !blockwise) {
+      causal_block(start, q, k, v, input, has_input, dout, d_end, g);
+      return;
+    }
+    std::vector<State<T>> starts;
+    starts.reserve(std::size_t((n_tok + block - 1) / block));
+    State<T> s = start;
+    for (Index t0 = 0; t0 < n_tok; t0 += block) {
+      starts.push_back(s);
+      if (t0 + block < n_tok) advance(s, k.middleRows(t0, block), v.middleRows(t0, block), input.middleRows(t0, block));
+    }
+    size(g, q, k, v, input, has_input);
+    StateGradient<T> carry = d_end;
+    for (Index b = Index(starts.size()) - 1; b >= 0; --b) {
+      const Index t0 = b * block, c = std::min(block, n_tok - t0);
+      Gradients<Control> gb;
+      causal_block(starts[std::size_t(b)], q.middleRows(t0, c), k.middleRows(t0, c), v.middleRows(t0, c),
+                   input.middleRows(t0, c), has_input, dout.middleRows(t0, c), carry, gb);
+      starts[std::size_t(b)] = State<T>{};  // its memory is no longer needed
+      g.q.middleRows(t0, c) = gb.q;
+      g.k.middleRows(t0, c) = gb.k;
+      g.v.middleRows(t0, c) = gb.v;
+      if (has_input) g.x.middleRows(t0, c) = gb.x;
+      if (t0 + c == n_tok)
+        g.control = std::move(gb.control);
+      else
+        g.control += gb.control;
+      carry = std::move(gb.state);
+    }
+    g.state = std::move(carry);
+  }
+
+ private:
+  // Whether a long call may be split into blocks: the blocks' parameter gradients must add.
+  static constexpr bool blockwise = detail::summable_gradient<typename Gradients<Control>::control_gradient_type>::value;
+
+  // `s` advanced over the tokens of k, v and control input `input` (its keys and values included),
+  // as the forward pass would, without reading it.
+  void advance(State<T>& s, const MatrixRef<T>& k, const MatrixRef<T>& v, const MatrixRef<T>& input) const {
+    const Index n_tok = k.rows(), n = control_.num_slots(), d = k.cols();
+    const Index chunk = std::max<Index>(1, std::min(build_block, n_tok));
+    Matrix<T> a(chunk, n), w(chunk, n);
+    Matrix<T> mem(n, d + v.cols());
+    mem << s.keys(), s.values();
+    Buffers b(chunk, n, d + v.cols());
+    for (Index t0 = 0; t0 < n_tok; t0 += chunk) {
+      const Index c = std::min(chunk, n_tok - t0);
+      auto ac = a.topRows(c);
+      auto wc = w.topRows(c);
+      detail::schedule_rows(control_, s.position() + t0, input.middleRows(t0, c), Access::slot_state(s),
+                            Access::positions(s), ac, wc);
+      for (Index t = 0; t < c; ++t) mark_written<T>(has_decay, ac.row(t), wc.row(t), Access::written(s));
+      suffix_weights(ac, wc, c, b);
+      if (has_decay) mem.array().colwise() *= b.dcum.transpose().array();
+      b.load(k, v, t0, c);
+      mem.noalias() += b.eff.topRows(c).transpose() * b.kv.topRows(c);
+    }
+    Access::keys(s) = mem.leftCols(d);
+    Access::values(s) = mem.rightCols(v.cols());
+    Access::position(s) += n_tok;
+  }
+
+  // causal() for one block: the whole call's per-token records at once.
+  void causal_block(const State<T>& start, const MatrixRef<T>& q, const MatrixRef<T>& k, const MatrixRef<T>& v,
+                    const MatrixRef<T>& input, bool has_input, const MatrixRef<T>& dout, const StateGradient<T>& d_end,
+                    Gradients<Control>& g) const {
     const Index n_tok = k.rows(), n = control_.num_slots(), d = k.cols(), dv = v.cols();
     Tape tp(n_tok, n, true);
     State<T> s = start;  // its slot state, positions and written slots advance with the forward sweep
     Matrix<T> mem(n, d + dv);  // [K̃ Ṽ], advanced by the forward sweep to the memory the call leaves
     mem << start.keys(), start.values();
-    size(g, q, k, v);
+    size(g, q, k, v, input, has_input);
     const Index chunk = std::max<Index>(1, std::min(options_.chunk, n_tok));
     Buffers b(chunk, n, d + dv);
     const T sc = scale(q.cols());
@@ -93,16 +169,15 @@ class SoftmaxBackward {
     Row u = grad.cwiseProduct(mem).rowwise().sum().transpose();
     const Index last = n_tok == 0 ? 0 : ((n_tok - 1) / chunk) * chunk;
     for (Index t0 = last; t0 >= 0 && n_tok > 0; t0 -= chunk)
-      reverse_chunk(t0, std::min(chunk, n_tok - t0), sc, true, q, k, v, dout, grad, u, tp, b, g);
+      reverse_chunk(t0, 0, std::min(chunk, n_tok - t0), sc, true, q, k, v, dout, grad, u, tp, b, g);
 
     Matrix<T> d_slot = d_end.empty() ? Matrix<T>::Zero(2, n) : d_end.slot_state;
-    chain(control_, start, input, has_input, tp, d_slot, g);
+    chain(control_, start.position(), start, 0, input, has_input, tp, n_tok, d_slot, true, g);
     g.state.keys = grad.leftCols(d);
     g.state.values = grad.rightCols(dv);
     g.state.slot_state = std::move(d_slot);
   }
 
- private:
   // What the forward sweep leaves for the reverse sweep and the control, per token [N × n].
   struct Tape {
     Matrix<T> decay, write;  // the schedule
@@ -143,11 +218,13 @@ class SoftmaxBackward {
     }
   }
 
-  // ∂L/∂q is assigned whole; ∂L/∂k and ∂L/∂v are summed into.
-  static void size(Gradients<Control>& g, const MatrixRef<T>& q, const MatrixRef<T>& k, const MatrixRef<T>& v) {
+  // ∂L/∂q and ∂L/∂x are assigned whole; ∂L/∂k and ∂L/∂v are summed into.
+  static void size(Gradients<Control>& g, const MatrixRef<T>& q, const MatrixRef<T>& k, const MatrixRef<T>& v,
+                   const MatrixRef<T>& input, bool has_input) {
     g.q.resize(q.rows(), q.cols());
     g.k.setZero(k.rows(), k.cols());
     g.v.setZero(v.rows(), v.cols());
+    if (has_input) g.x.resize(input.rows(), input.cols());
   }
 
   // Tokens t0 .. t0 + c − 1 of the call (absolute position `pos` for the first): the chunk's reads
@@ -236,12 +313,13 @@ class SoftmaxBackward {
   // Tokens t0 .. t0 + c − 1 in reverse, with `grad` = [∂L/∂K̃ ∂L/∂Ṽ] for the memory after the chunk:
   // the parts of dk, dv and dw it gives, then `grad` moved to the memory before the chunk, and
   // ∂L/∂log a for the chunk's tokens (the running suffix sum u).
-  void reverse_chunk(Index t0, Index c, T sc, bool reads, const MatrixRef<T>& q, const MatrixRef<T>& k,
+  // The tape's rows start at token `base` of the call.
+  void reverse_chunk(Index t0, Index base, Index c, T sc, bool reads, const MatrixRef<T>& q, const MatrixRef<T>& k,
                      const MatrixRef<T>& v, const MatrixRef<T>& dout, Matrix<T>& grad, Row& u, Tape& tp, Buffers& b,
                      Gradients<Control>& g) const {
-    const Index d = k.cols(), dv = v.cols();
-    const auto a = tp.decay.middleRows(t0, c);
-    const auto w = tp.write.middleRows(t0, c);
+    const Index d = k.cols(), dv = v.cols(), r0 = t0 - base;
+    const auto a = tp.decay.middleRows(r0, c);
+    const auto w = tp.write.middleRows(r0, c);
     suffix_weights(a, w, c, b);
     const auto cum = b.cum.topRows(c);
     const auto eff = b.eff.topRows(c);
@@ -252,83 +330,128 @@ class SoftmaxBackward {
     b.load(k, v, t0, c);
     auto tmp = b.tmp.topRows(c);
     tmp.noalias() = b.kv.topRows(c) * grad.transpose();
-    tp.dw.middleRows(t0, c).array() += cum.array() * tmp.array();
+    tp.dw.middleRows(r0, c).array() += cum.array() * tmp.array();
     if (has_decay) grad.array().colwise() *= b.dcum.transpose().array();
     if (reads) {
-      grad.leftCols(d).noalias() += sc * tp.dl.middleRows(t0, c).transpose() * q.middleRows(t0, c);
-      grad.rightCols(dv).noalias() += tp.pd.middleRows(t0, c).transpose() * dout.middleRows(t0, c);
+      grad.leftCols(d).noalias() += sc * tp.dl.middleRows(r0, c).transpose() * q.middleRows(t0, c);
+      grad.rightCols(dv).noalias() += tp.pd.middleRows(r0, c).transpose() * dout.middleRows(t0, c);
     }
     for (Index t = c - 1; t >= 0; --t) {
-      u.array() += tp.e.row(t0 + t).array() - w.row(t).array() * tp.dw.row(t0 + t).array();
-      tp.e.row(t0 + t) = u;
+      u.array() += tp.e.row(r0 + t).array() - w.row(t).array() * tp.dw.row(r0 + t).array();
+      tp.e.row(r0 + t) = u;
     }
   }
 
+  // Non-causal, with the control `ctl` (the control's non-causal form where it has one). The
+  // memory is built block by block of Options::backward_block tokens (one block when the call is
+  // no longer, or when the parameter gradients do not add), keeping only the control's per-slot
+  // state at each block's start; the read's gradient is formed query block by query block; then
+  // each block, last first, has its schedule recomputed from its start and is swept in reverse.
   template <class C>
   void non_causal_with(const C& ctl, const MatrixRef<T>& q, const MatrixRef<T>& k, const MatrixRef<T>& v,
                        const MatrixRef<T>& input, bool has_input, const MatrixRef<T>& dout, Gradients<Control>& g) const {
     const Index n_tok = k.rows(), n = ctl.num_slots(), d = k.cols(), dv = v.cols();
-    Tape tp(n_tok, n, false);
-    const State<T> start = Access::empty<T>(n, d, dv, &detail::control_kind_v<Control>);
-    State<T> s = start;
+    const Index block = blockwise ? std::max<Index>(1, std::min(options_.backward_block, n_tok)) : std::max<Index>(1, n_tok);
+    const Index chunk = std::min(build_block, block);
+    Tape tp(block, n, false);
+    State<T> s = Access::empty<T>(n, d, dv, &detail::control_kind_v<Control>);
+    std::vector<State<T>> starts;  // each block's start: only the per-slot state is read back
     Matrix<T> mem = Matrix<T>::Zero(n, d + dv);  // [K̃ Ṽ]
-    size(g, q, k, v);
-    // The memory, block by block as the forward pass builds it.
-    const Index chunk = std::max<Index>(1, std::min(build_block, n_tok));
+    size(g, q, k, v, input, has_input);
     Buffers b(chunk, n, d + dv);
-    for (Index t0 = 0; t0 < n_tok; t0 += chunk) {
-      const Index c = std::min(chunk, n_tok - t0);
-      auto a = tp.decay.middleRows(t0, c);
-      auto w = tp.write.middleRows(t0, c);
-      detail::schedule_rows(ctl, t0, input.middleRows(t0, c), Access::slot_state(s), Access::positions(s), a, w);
-      for (Index t = 0; t < c; ++t) mark_written<T>(has_decay, a.row(t), w.row(t), Access::written(s));
-      suffix_weights(a, w, c, b);
-      if (has_decay) mem.array().colwise() *= b.dcum.transpose().array();
-      b.load(k, v, t0, c);
-      mem.noalias() += b.eff.topRows(c).transpose() * b.kv.topRows(c);
+    // The memory, chunk by chunk as the forward pass builds it.
+    for (Index base = 0; base < n_tok; base += block) {
+      starts.push_back(s);
+      const Index end = std::min(base + block, n_tok);
+      for (Index t0 = base; t0 < end; t0 += chunk) {
+        const Index c = std::min(chunk, end - t0);
+        auto a = tp.decay.middleRows(t0 - base, c);
+        auto w = tp.write.middleRows(t0 - base, c);
+        detail::schedule_rows(ctl, t0, input.middleRows(t0, c), Access::slot_state(s), Access::positions(s), a, w);
+        for (Index t = 0; t < c; ++t) mark_written<T>(has_decay, a.row(t), w.row(t), Access::written(s));
+        suffix_weights(a, w, c, b);
+        if (has_decay) mem.array().colwise() *= b.dcum.transpose().array();
+        b.load(k, v, t0, c);
+        mem.noalias() += b.eff.topRows(c).transpose() * b.kv.topRows(c);
+      }
     }
-    // Its read by every query (kernel::read_all), and the read's gradients.
+    // Its read by every query (kernel::read_all), and the read's gradients, by blocks of queries.
     const T sc = scale(q.cols());
-    Matrix<T> p = sc * q * mem.leftCols(d).transpose();
-    Matrix<T> l = p;
-    for (Index i = 0; i < p.rows(); ++i)
-      if (!softmax_slots(p.row(i).data(), n, Access::written(s).data(), masked(), range(i))) p.row(i).setZero();
-    Matrix<T>& dl = l;  // dp, then dl, in place of the logits (no longer needed)
-    dl.noalias() = dout * mem.rightCols(dv).transpose();
-    for (Index i = 0; i < p.rows(); ++i)
-      dl.row(i).array() = p.row(i).array() * (dl.row(i).array() - p.row(i).dot(dl.row(i)));
-    g.q.noalias() = sc * dl * mem.leftCols(d);
-    Matrix<T> grad(n, d + dv);
-    grad.leftCols(d).noalias() = sc * dl.transpose() * q;
-    grad.rightCols(dv).noalias() = p.transpose() * dout;
+    Matrix<T> grad = Matrix<T>::Zero(n, d + dv);
+    const Index q_block = std::max<Index>(1, std::min(block, q.rows()));
+    Matrix<T> p(q_block, n), dl(q_block, n);
+    for (Index i0 = 0; i0 < q.rows(); i0 += q_block) {
+      const Index m = std::min(q_block, q.rows() - i0);
+      auto pm = p.topRows(m);
+      auto dlm = dl.topRows(m);
+      pm.noalias() = sc * q.middleRows(i0, m) * mem.leftCols(d).transpose();
+      for (Index i = 0; i < m; ++i)
+        if (!softmax_slots(pm.row(i).data(), n, Access::written(s).data(), masked(), range(i0 + i))) pm.row(i).setZero();
+      dlm.noalias() = dout.middleRows(i0, m) * mem.rightCols(dv).transpose();  // dp, then dl in place
+      for (Index i = 0; i < m; ++i)
+        dlm.row(i).array() = pm.row(i).array() * (dlm.row(i).array() - pm.row(i).dot(dlm.row(i)));
+      g.q.middleRows(i0, m).noalias() = sc * dlm * mem.leftCols(d);
+      grad.leftCols(d).noalias() += sc * dlm.transpose() * q.middleRows(i0, m);
+      grad.rightCols(dv).noalias() += pm.transpose() * dout.middleRows(i0, m);
+    }
     Row u = grad.cwiseProduct(mem).rowwise().sum().transpose();
-    const Index last = n_tok == 0 ? 0 : ((n_tok - 1) / chunk) * chunk;
-    for (Index t0 = last; t0 >= 0 && n_tok > 0; t0 -= chunk)
-      reverse_chunk(t0, std::min(chunk, n_tok - t0), sc, false, q, k, v, dout, grad, u, tp, b, g);
     Matrix<T> d_slot = Matrix<T>::Zero(2, n);
-    chain(ctl, start, input, has_input, tp, d_slot, g);
+    for (Index blk = Index(starts.size()) - 1; blk >= 0; --blk) {
+      const Index base = blk * block, rows = std::min(block, n_tok - base);
+      const State<T>& at = starts[std::size_t(blk)];
+      if (blk + 1 < Index(starts.size())) {  // the last block's schedule is still on the tape
+        State<T> replay = at;
+        detail::schedule_rows(ctl, base, input.middleRows(base, rows), Access::slot_state(replay),
+                              Access::positions(replay), tp.decay.topRows(rows), tp.write.topRows(rows));
+        tp.e.setZero();
+        tp.dw.setZero();
+      }
+      const Index last = base + ((rows - 1) / chunk) * chunk;
+      for (Index t0 = last; t0 >= base; t0 -= chunk)
+        reverse_chunk(t0, base, std::min(chunk, base + rows - t0), sc, false, q, k, v, dout, grad, u, tp, b, g);
+      chain(ctl, base, at, base, input.middleRows(base, rows), has_input, tp, rows, d_slot,
+            blk + 1 == Index(starts.size()), g);
+    }
+    if (n_tok == 0) chain(ctl, 0, s, 0, input, has_input, tp, 0, d_slot, true, g);
   }
 
-  // The chain rule through the control's schedule: ∂L/∂x (into g.x, or into g.k when the control
-  // read the keys), the parameters, and the per-slot state before the call (d_slot, in and out).
+  // The chain rule through the control's schedule for the `rows` tokens of the tape, the call's
+  // tokens row0 .. (absolute positions from pos), whose per-slot state before them is `at`'s: ∂L/∂x
+  // (into g.x, or into g.k when the control read the keys), the parameters (assigned to g.control
+  // for the call's last block, added for the others), and the per-slot state (d_slot, in and out).
   template <class C>
-  static void chain(const C& ctl, const State<T>& start, const MatrixRef<T>& input, bool has_input, const Tape& tp,
-                    Matrix<T>& d_slot, Gradients<Control>& g) {
-    Matrix<T> dx = Matrix<T>::Zero(input.rows(), input.cols());
+  static void chain(const C& ctl, Index pos, const State<T>& at, Index row0, const MatrixRef<T>& input,
+                    bool has_input, const Tape& tp, Index rows, Matrix<T>& d_slot, bool last_block,
+                    Gradients<Control>& g) {
+    Matrix<T> dx = Matrix<T>::Zero(rows, input.cols());
     if constexpr (detail::has_schedule_backward<C>::value) {
-      const ScheduleTape<T> tape{start.position(), input,   Access::slot_state(start), Access::positions(start),
-                                 tp.decay,         tp.write, tp.e,                     tp.dw};
-      ctl.schedule_backward(tape, d_slot, dx, g.control);
+      const ScheduleTape<T> tape{pos,
+                                 input,
+                                 Access::slot_state(at),
+                                 Access::positions(at),
+                                 tp.decay.topRows(rows),
+                                 tp.write.topRows(rows),
+                                 tp.e.topRows(rows),
+                                 tp.dw.topRows(rows)};
+      if (last_block) {
+        ctl.schedule_backward(tape, d_slot, dx, g.control);
+      } else if constexpr (blockwise) {
+        typename Gradients<Control>::control_gradient_type part{};
+        ctl.schedule_backward(tape, d_slot, dx, part);
+        g.control += part;
+      }
     } else {
       (void)ctl;
-      (void)start;
+      (void)pos;
+      (void)at;
       (void)tp;
+      (void)last_block;
       d_slot.setZero();
     }
     if (has_input)
-      g.x = std::move(dx);
+      g.x.middleRows(row0, rows) = dx;
     else
-      g.k += dx;
+      g.k.middleRows(row0, rows) += dx;
   }
 
   const Control& control_;
