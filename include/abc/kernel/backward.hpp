@@ -158,8 +158,12 @@ class SoftmaxBackward {
     const Index chunk = std::max<Index>(1, std::min(options_.chunk, n_tok));
     Buffers b(chunk, n, d + dv);
     const T sc = scale(q.cols());
+    // The schedule of the whole block first (one product for a projecting control, not one per
+    // chunk): the forward sweep needs no state of the control's beyond it.
+    detail::schedule_rows(control_, start.position(), input, Access::slot_state(s), Access::positions(s), tp.decay,
+                          tp.write);
     for (Index t0 = 0; t0 < n_tok; t0 += chunk)
-      forward_chunk(s, mem, start.position() + t0, std::min(chunk, n_tok - t0), t0, sc, q, k, v, input, dout, tp, b, g);
+      forward_chunk(s, mem, start.position() + t0, std::min(chunk, n_tok - t0), t0, sc, q, k, v, dout, tp, b, g);
 
     Matrix<T> grad(n, d + dv);  // [∂L/∂K̃ ∂L/∂Ṽ], carried from the memory the call leaves back to `start`
     if (d_end.empty())
@@ -229,13 +233,12 @@ class SoftmaxBackward {
 
   // Tokens t0 .. t0 + c − 1 of the call (absolute position `pos` for the first): the chunk's reads
   // recomputed from the memory in `s`, their gradients, then `s` advanced over the chunk.
-  void forward_chunk(State<T>& s, Matrix<T>& mem, Index pos, Index c, Index t0, T sc, const MatrixRef<T>& q, const MatrixRef<T>& k,
-                     const MatrixRef<T>& v, const MatrixRef<T>& input, const MatrixRef<T>& dout, Tape& tp, Buffers& b,
+  void forward_chunk(State<T>& s, Matrix<T>& mem, Index pos, Index c, Index t0, T sc, const MatrixRef<T>& q,
+                     const MatrixRef<T>& k, const MatrixRef<T>& v, const MatrixRef<T>& dout, Tape& tp, Buffers& b,
                      Gradients<Control>& g) const {
     const Index n = control_.num_slots();
-    auto a = tp.decay.middleRows(t0, c);
-    auto w = tp.write.middleRows(t0, c);
-    detail::schedule_rows(control_, pos, input.middleRows(t0, c), Access::slot_state(s), Access::positions(s), a, w);
+    const auto a = tp.decay.middleRows(t0, c);
+    const auto w = tp.write.middleRows(t0, c);
     const auto qc = q.middleRows(t0, c);
     const auto kc = k.middleRows(t0, c);
     const auto vc = v.middleRows(t0, c);
