@@ -2,7 +2,8 @@
 // abc fuzz: MultiHeadAttention, its decode Pool and HeadTensor with fuzz-chosen layouts (bshd, bhsd,
 // packed; lengths and offsets that may be negative or inconsistent), head counts (GQA), shared or
 // per-memory controls (per key/value head: its query heads share one memory; or per query head), a
-// control input (none, shared, per memory), and a sequence of pool operations (add, continue by one
+// control input (none, shared, per memory), and a sequence of pool operations (add empty or from
+// states, as another sequence left them or wrongly counted or shaped; continue by one
 // or many tokens with ids that may repeat or be unknown, reset, drop, cross memories built and
 // read), and the same for select::MultiHeadCache (H2O, sinks, SnapKV and TRAMS caches, grouped or
 // per query head). Built twice: fuzz_pool, and fuzz_pool_omp with
@@ -159,7 +160,33 @@ void run(Reader& in, const std::vector<Control>& controls, Index heads, Index kv
     const std::uint8_t what = in.byte();
     const std::uint64_t id = in.byte() % 6;
     switch (what % 7) {
-      case 0: {  // add (twice is an error)
+      case 0: {  // add (twice is an error): empty, or resumed from states
+        if (what & 0x10) {
+          // Another sequence's states (or fresh ones), as they are, one short, one extra, or with
+          // memory 0's keys one column wider.
+          const std::uint64_t src = in.byte() % 6;
+          std::vector<abc::State<T>> states;
+          if (known.count(src))
+            states = pool.states(src);
+          else
+            for (Index m = 0; m < M; ++m) states.push_back(mha.memory(m).make_state(d, dv));
+          const int change = in.byte() % 4;
+          if (change == 1) states.pop_back();
+          if (change == 2) states.push_back(states.back());
+          if (change == 3) states[0] = mha.memory(0).make_state(states[0].key_dim() + 1, dv);
+          const bool bad = known.count(id) != 0 || change == 1 || change == 2 || (change == 3 && M > 1);
+          const std::size_t size_before = pool.size();
+          const bool t = throws([&] { mha.add(pool, id, states); });
+          ABC_FUZZ_REQUIRE(t == bad);
+          if (t) {
+            ABC_FUZZ_REQUIRE(pool.size() == size_before);
+            break;
+          }
+          for (Index m = 0; m < M; ++m)
+            ABC_FUZZ_REQUIRE(same_bits(pool.states(id)[std::size_t(m)], states[std::size_t(m)]));
+          known[id] = states[0].key_dim() == d;
+          break;
+        }
         const Index dd = (what & 0x40) ? d + 1 : d;
         const bool t = throws([&] { mha.add(pool, id, dd, dv); });
         ABC_FUZZ_REQUIRE(t == (known.count(id) != 0));

@@ -110,6 +110,22 @@ class MultiHead {
     return blobs;
   }
 
+  // Adds sequence id with the states of save_state's blobs (one per memory, in memory order): a
+  // decode resumed. Each blob is read by memory m's abc::load_state, then the layer's add checks the
+  // states together; a failure changes nothing.
+  void load_state(Pool& pool, SeqId id, const std::vector<py::bytes>& blobs) const {
+    using State = typename Layer::state_type;
+    if (blobs.size() != std::size_t(layer_.memories()))
+      layer_.add(pool, id, std::vector<State>(blobs.size()));  // throws: the wrong count, by name
+    std::vector<State> states(blobs.size());
+    for (abc::Index m = 0; m < layer_.memories(); ++m) {
+      const std::string blob = blobs[std::size_t(m)];
+      abc::load_state(layer_.memory(m), reinterpret_cast<const std::uint8_t*>(blob.data()), blob.size(),
+                      states[std::size_t(m)]);
+    }
+    layer_.add(pool, id, std::move(states));
+  }
+
   // An unchecked index of the C++ API (memory_of, memory), checked here against its bound.
   static abc::Index checked(const char* name, abc::Index i, abc::Index bound, const char* what) {
     if (i < 0 || i >= bound)
@@ -225,7 +241,11 @@ py::class_<MultiHead<Control>> bind_multi_head(py::module_& m, const std::string
            "[batch, seq_q, heads, dv].")
       .def("save_state", &MH::save_state, py::arg("pool"), py::arg("id"),
            "Sequence id's states as abc's blobs (a list of bytes, one per memory); memory(m).load_state(blob) "
-           "reads blob m back.");
+           "reads blob m back.")
+      .def("load_state", &MH::load_state, py::arg("pool"), py::arg("id"), py::arg("blobs"),
+           "Adds sequence id (not in the pool yet) with the states of save_state's blobs, one per memory in "
+           "memory order: a decode resumed where it stopped. Every blob and state is checked first; a failure "
+           "changes nothing.");
   return c;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -260,4 +261,62 @@ TEST_CASE("HeadTensor refuses negative and overflowing sizes by name", "[head_te
   REQUIRE(none.head(1, 1).size() == 0);
   REQUIRE(HT::bhsd(nullptr, 2, 2, 0, 4).head(1, 1).rows() == 0);
   REQUIRE(HT::packed(nullptr, {0, 0, 0}, 2, 3).head(1, 1).rows() == 0);
+}
+
+TEST_CASE("a decode resumed from saved states continues bit for bit; bad states are refused by name",
+          "[multi_head][pool][state_io]") {
+  using Mlp = abc::control::Mlp<float>;
+  using Layer = abc::MultiHeadAttention<Mlp>;
+  const Index H = 4, KV = 2, d = 8, n = 6;
+  std::vector<Mlp> controls;
+  for (Index m = 0; m < KV; ++m) controls.emplace_back(abc::Slots{n}, d, abc::Seed{std::uint64_t(11 + m)});
+  const Layer mha(controls, H, KV);
+  Layer::Pool pool;
+  mha.add(pool, 3, d, d);
+  // A prefill of 5 tokens, then the states as blobs and back, into a second pool.
+  const Index S = 5;
+  const auto q = filled(S * H * d, 21), kv = filled(S * KV * d, 22);
+  std::vector<float> out(std::size_t(S * H * d));
+  mha.forward_causal(pool, {3}, HT::bshd(q.data(), 1, S, H, d), HT::bshd(kv.data(), 1, S, KV, d),
+                     HT::bshd(kv.data(), 1, S, KV, d), HTO::bshd(out.data(), 1, S, H, d));
+  std::vector<abc::State<float>> loaded;
+  for (Index m = 0; m < mha.memories(); ++m) {
+    auto st = mha.memory(m).make_state(d, d);
+    abc::load_state(mha.memory(m), abc::save_state(mha.memory(m), pool.states(3)[std::size_t(m)]), st);
+    loaded.push_back(std::move(st));
+  }
+  Layer::Pool resumed;
+  mha.add(resumed, 9, loaded);
+  REQUIRE(resumed.states(9) == pool.states(3));
+  // Three decode steps in both pools: the same outputs, bit for bit.
+  for (std::uint64_t t = 0; t < 3; ++t) {
+    const auto qt = filled(H * d, 30 + t), kt = filled(KV * d, 40 + t);
+    std::vector<float> a(std::size_t(H * d)), b(std::size_t(H * d));
+    mha.forward_causal(pool, {3}, HT::bshd(qt.data(), 1, 1, H, d), HT::bshd(kt.data(), 1, 1, KV, d),
+                       HT::bshd(kt.data(), 1, 1, KV, d), HTO::bshd(a.data(), 1, 1, H, d));
+    mha.forward_causal(resumed, {9}, HT::bshd(qt.data(), 1, 1, H, d), HT::bshd(kt.data(), 1, 1, KV, d),
+                       HT::bshd(kt.data(), 1, 1, KV, d), HTO::bshd(b.data(), 1, 1, H, d));
+    REQUIRE(a == b);
+  }
+  // Refused, and the pool unchanged: an id already there, a wrong count, a state of another shape or
+  // of another control type.
+  const auto before = snapshot(resumed, {9});
+  const std::string where = "abc::MultiHeadAttention::add: ";
+  REQUIRE_THROWS_WITH(mha.add(resumed, 9, loaded),
+                      where + "sequence id 9 is already in the pool (drop it first)");
+  REQUIRE_THROWS_WITH(mha.add(resumed, 10, {loaded[0]}),
+                      where + "states.size() is 1, expected 2 (one state per memory, in memory order)");
+  std::vector<abc::State<float>> narrow = {mha.memory(0).make_state(d, d), mha.memory(1).make_state(d - 1, d)};
+  REQUIRE_THROWS_WITH(mha.add(resumed, 10, narrow),
+                      where + "states[1].keys() is [6 x 7], expected [6 x 8] (memory m's slots, and one key width "
+                              "for every memory)");
+  const abc::BoundedAttention<abc::control::SlidingWindow<float>> window(abc::control::SlidingWindow<float>{n});
+  std::vector<abc::State<float>> foreign = {mha.memory(0).make_state(d, d), window.make_state(d, d)};
+  REQUIRE_THROWS_AS(mha.add(resumed, 10, foreign), abc::config_error);
+  REQUIRE_THROWS_WITH(mha.add(resumed, 10, foreign),
+                      where + "states[1] comes from abc::control::SlidingWindow, expected abc::control::Mlp (a state "
+                              "belongs to the control type whose make_state made it)");
+  REQUIRE_FALSE(resumed.contains(10));
+  REQUIRE(snapshot(resumed, {9}) == before);
+  REQUIRE(resumed.size() == 1);
 }

@@ -161,6 +161,41 @@ class MultiHeadAttention {
     pool.states_.emplace(id, std::move(s));
   }
 
+  /**
+   * \brief Adds sequence `id` with the given states, one per memory in memory order: a decode
+   * resumed where it stopped, e.g. from the blobs of abc::save_state(memory(m), pool.states(id)[m])
+   * read back by abc::load_state(memory(m), blob, state).
+   *
+   * Every state is checked (made for this control type, memory m's slot count, the same key and
+   * value widths for every memory) before the pool changes; the states keep their positions.
+   * \throws config_error for an id already in the pool or a state of another control type;
+   * shape_error for a wrong count of states or a state of another shape
+   */
+  void add(Pool& pool, SeqId id, std::vector<state_type> states) const {
+    const char* where = "abc::MultiHeadAttention::add";
+    if (pool.contains(id))
+      ABC_THROW(config_error(std::string(where) + ": sequence id " + std::to_string(id) +
+                             " is already in the pool (drop it first)"));
+    if (auto p = detail::size_problem("states", Index(states.size()), memories(), "one state per memory, in memory order"))
+      detail::raise(where, p);
+    for (Index m = 0; m < memories(); ++m) {
+      const state_type& st = states[std::size_t(m)];
+      const std::string name = "states[" + std::to_string(m) + "]";
+      const std::string keys = name + ".keys()", values = name + ".values()";
+      detail::Problem p = detail::kind_problem<Control>(st, name.c_str());
+      if (!p)
+        p = detail::shape_problem(keys.c_str(), st.num_slots(), st.key_dim(), memories_[std::size_t(m)].num_slots(),
+                                  states.front().key_dim(), "memory m's slots, and one key width for every memory");
+      if (!p)
+        p = detail::shape_problem(values.c_str(), st.num_slots(), st.value_dim(),
+                                  memories_[std::size_t(m)].num_slots(), states.front().value_dim(),
+                                  "memory m's slots, and one value width for every memory");
+      if (p) detail::raise(where, p);
+    }
+    for (auto& st : states) st = with_scratch(std::move(st));
+    pool.states_.emplace(id, std::move(states));
+  }
+
   /// Continues the sequences `ids` (sequence b of the tensors is ids[b], each id at most once) by
   /// their tokens: a prefill, or with one token each a batched decode step. Every check (ids,
   /// shapes, every memory's state and inputs) runs before any state or output is touched, so a

@@ -78,6 +78,28 @@ def main():
                 assert len(got) == mha.memories and all(s.position == n_tok for s in got)
                 assert all(got[m] == states[(b, m)] for m in range(mha.memories)), (name, i)
 
+            # A decode resumed from save_state's blobs in another pool continues bit for bit.
+            resumed = mha.make_pool()
+            mha.load_state(resumed, 7, mha.save_state(pool, 40))
+            assert all(a == b for a, b in zip(resumed.states(7), pool.states(40)))
+            for t in range(3):
+                qt, kt, vt = q[:1, t] * (t + 2), k[:1, t], v[:1, t]
+                assert np.array_equal(mha.step(resumed, [7], qt, kt, vt), mha.step(pool, [40], qt, kt, vt)), name
+            # A bad blob or a wrong count is refused, naming it, and the pool is unchanged.
+            blobs = mha.save_state(pool, 40)
+            for bad, message in (
+                (blobs[:-1], f"states.size() is {mha.memories - 1}, expected {mha.memories}"),
+                ([b[:-1] for b in blobs], "abc::load_state"),
+                (blobs, "sequence id 7 is already in the pool"),
+            ):
+                before = [s.copy() for s in resumed.states(7)]
+                try:
+                    mha.load_state(resumed, 7 if message.startswith("sequence") else 8, bad)
+                    raise AssertionError("bad blobs accepted")
+                except ValueError as e:
+                    assert message in str(e), (message, str(e))
+                assert len(resumed) == 1 and resumed.states(7) == before
+
             # A pooled call that fails (an unknown id) changes no sequence; reset and drop do.
             before = [s.copy() for s in pool.states(2)]
             try:
