@@ -39,6 +39,10 @@ namespace control {
  * 1) is subnormal, S and z are sums of subnormal terms, each rounded to the smallest subnormal: the
  * output is finite, but forms that sum in another order agree only to that absolute error.
  *
+ * BoundedAttention::backward and backward_causal differentiate it (kernel::LinearBackward, then
+ * features_backward here): with respect to q, k, v, x, the projection W of φ, the learned gate and
+ * the start state (docs/gradients.md).
+ *
  * \tparam Scalar float or double.
  * \tparam FeatureMap feature::RandomFourier (default) or feature::ArcCosine.
  */
