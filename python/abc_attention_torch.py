@@ -6,7 +6,8 @@ abc's (the C++ kernels through abc_attention), not autograd's.
     out = layer(q, k, v, x)                                  # [..., N, d] each; x [..., N, d_x]
     out.sum().backward()                                     # ∂/∂q, k, v, x and layer.w_phi
 
-SlotGatesAttention (GSA) and SlidingWindowAttention are the same for those controls, and
+SlotGatesAttention (GSA), RandomFeatureAttention (RFA, learned W and gate) and
+SlidingWindowAttention are the same for those controls, and
 ControlAttentionFunction runs any control of abc_attention with a backward pass, its parameters
 given as tensors.
 
@@ -24,7 +25,7 @@ from torch.autograd.function import once_differentiable
 import abc_attention
 
 __all__ = ["ControlAttentionFunction", "MlpAttentionFunction", "MlpAttention", "SlotGatesAttention",
-           "SlidingWindowAttention"]
+           "RandomFeatureAttention", "SlidingWindowAttention"]
 
 
 def _numpy(t):
@@ -167,6 +168,39 @@ class SlotGatesAttention(torch.nn.Module):
     def extra_repr(self):
         slots, d_x = self.w_f.shape
         return f"d_x={d_x}, slots={slots}, tau={self.tau}, bias={self.b_f is not None}, causal={self.causal}"
+
+
+class RandomFeatureAttention(torch.nn.Module):
+    """RFA (abc::control::RandomFeature with sin/cos features): out_t = φ(q_t)ᵀ S / φ(q_t)·z with
+    φ(x) = sqrt(1/D) [sin(W x̂), cos(W x̂)], x̂ = x/‖x‖ (input_norm="unit") or x ("raw"). `w`
+    [features, d] is learned (drawn as sigma · N(0, 1), RFA's σ folded into W); with gate=True the
+    memory is gated by sigmoid(x · w_g + b_g), `w_g` [d_x] and `b_g` [] learned (the gate reads the
+    keys when x is None, so d_x must then be d). forward(q, k, v, x=None) -> [..., N, dv]."""
+
+    def __init__(self, d, features, gate=False, d_x=None, sigma=1.0, input_norm="unit", floor=0.0,
+                 causal=True, scale=0.0, chunk=16, dtype=torch.float32, device=None):
+        super().__init__()
+        self.input_norm, self.floor, self.causal, self.scale, self.chunk = input_norm, floor, causal, scale, chunk
+        self.w = torch.nn.Parameter(sigma * torch.randn(features, d, dtype=dtype, device=device))
+        d_x = d if d_x is None else d_x
+        self.w_g = torch.nn.Parameter(torch.randn(d_x, dtype=dtype, device=device) / math.sqrt(d_x)) if gate else None
+        self.b_g = torch.nn.Parameter(torch.zeros((), dtype=dtype, device=device)) if gate else None
+
+    def _make(self, w, w_g=None, b_g=None, dtype=None):
+        return abc_attention.RandomFeature(w, input_norm=self.input_norm, w_g=w_g,
+                                           b_g=0.0 if b_g is None else float(b_g), floor=self.floor,
+                                           scale=self.scale, chunk=self.chunk, dtype=dtype)
+
+    def forward(self, q, k, v, x=None):
+        if self.w_g is None:
+            return ControlAttentionFunction.apply(self._make, ("w",), self.causal, q, k, v, x, self.w)
+        return ControlAttentionFunction.apply(self._make, ("w", "w_g", "b_g"), self.causal, q, k, v, x,
+                                              self.w, self.w_g, self.b_g)
+
+    def extra_repr(self):
+        features, d = self.w.shape
+        return (f"d={d}, features={features}, gate={self.w_g is not None}, input_norm={self.input_norm!r}, "
+                f"floor={self.floor}, causal={self.causal}")
 
 
 class SlidingWindowAttention(torch.nn.Module):

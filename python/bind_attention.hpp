@@ -93,6 +93,13 @@ template <class Gradient, class T = typename decltype(std::declval<Gradient>().w
 auto add_parameter_gradient(py::dict& d, const Gradient& g) -> decltype(g.w_lf, void()) {
   d["w_lf"] = copy_to_numpy<T>(g.w_lf);
 }
+// RandomFeature (RFA): ∂L/∂W of the feature map, and the learned gate's (w_g empty, b_g 0 without one).
+template <class Gradient, class T = typename decltype(std::declval<Gradient>().w)::Scalar>
+auto add_parameter_gradient(py::dict& d, const Gradient& g) -> decltype(g.w, g.w_g, g.b_g, void()) {
+  d["w"] = copy_to_numpy<T>(g.w);
+  d["w_g"] = copy_to_numpy<T>(g.w_g);
+  d["b_g"] = py::float_(double(g.b_g));
+}
 // Gated<Inner>: its own gate's gradient, and the inner control's in a dict of its own ("inner").
 template <class Gradient, class T = typename decltype(std::declval<Gradient>().w_g)::Scalar>
 auto add_parameter_gradient(py::dict& d, const Gradient& g) -> decltype(g.w_g, g.b_g, g.inner, void()) {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // abc_attention: the controls whose parameters are fixed, not trained through abc: TopKEviction (a
 // key score's W_Q), Cluster (centroids, or k-means on the non-causal call's input) and RandomFeature
-// (RFA's random features with the linear readout, which has no backward in abc, so none is bound).
+// (RFA's random features with the linear readout; its backward gives ∂L/∂W and the gate's gradients).
 #include <abc/control/cluster.hpp>
 #include <abc/control/random_feature.hpp>
 #include <abc/control/top_k_eviction.hpp>
@@ -85,7 +85,7 @@ void bind_more_controls(py::module_& m) {
   bind_attention<Rfa>(m, "RandomFeature" + suffix,
                       "RFA (abc::control::RandomFeature with feature::RandomFourier): phi(x) = sqrt(1/D) [sin(W x), "
                       "cos(W x)], w [D, d], linear readout; gated by sigmoid(w_g . x + b_g) when w_g is given. "
-                      "No backward.")
+                      "backward gives w, w_g and b_g (w_g empty and b_g 0 without a gate).")
       .def(py::init([](const InArray<T>& w, const std::string& input_norm, const py::object& w_g, double b_g,
                        double floor, double scale, abc::Index chunk) {
              abc::feature::RandomFourier<T> phi(abc::Matrix<T>(matrix_view(w, "w")), parse_input_norm(input_norm));

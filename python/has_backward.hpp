@@ -4,15 +4,13 @@
 #pragma once
 
 #include <abc/concepts.hpp>
-#include <abc/readout.hpp>
 
 namespace abc_python {
 
-// BoundedAttention<Control>::backward needs a softmax readout and a schedule with a chain rule (or
-// none needed: a constant schedule); its static_assert is not SFINAE-friendly, so callers ask first.
-// RandomFeature (RFA's linear readout) has no backward.
+// BoundedAttention<Control>::backward needs a schedule with a chain rule (or none needed: a
+// constant schedule), or, for a linear readout (RandomFeature), the features' chain rule; its
+// static_assert is not SFINAE-friendly, so callers ask first.
 template <class Control>
-inline constexpr bool has_backward = abc::detail::readout_of<Control>::value == abc::Readout::softmax &&
-                                     abc::detail::differentiable_control<Control>::value;
+inline constexpr bool has_backward = abc::detail::differentiable_control<Control>::value;
 
 }  // namespace abc_python

@@ -97,6 +97,11 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
   dout_nan(2, 1) = nan;
   const abc::StateGradient<float> short_end{M::Zero(3, 4), M::Zero(4, 3), M::Zero(2, 4)};
   const abc::StateGradient<float> nan_end{M::Zero(4, 4), dout_nan.topRows(4), M::Zero(2, 4)};
+  // RFA (a linear readout, n = 6 slots): its state keeps no K̃, so d_end.keys has no column.
+  const abc::BoundedAttention<RandomFeature<float>> rfa{
+      RandomFeature<float>(abc::feature::RandomFourier<float>(M::Ones(3, 4)))};
+  const auto rfa_state = rfa.make_state(4, 3);
+  const abc::StateGradient<float> keyed_end{M::Zero(6, 4), M::Zero(6, 3), M::Zero(2, 6)};
 
   // Multi-head: 4 query heads over 2 key/value heads; batches of 2 sequences of 3 tokens.
   std::vector<float> buf(512, 0.5f), obuf(512, 0.0f);
@@ -244,6 +249,17 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
        Throws::config_error,
        "abc::BoundedAttention::backward_causal: d_end.values holds a non-finite value at row 2, column 1, expected "
        "finite values"},
+      {"backward (RFA): d_out of the wrong width", [&] { rfa.backward(q, k, v, out52); }, Throws::shape_error,
+       "abc::BoundedAttention::backward: d_out is [5 x 2], expected [5 x 3] (the gradient of the output holds one row "
+       "per query)"},
+      {"backward_causal (RFA): d_out of fewer rows", [&] { rfa.backward_causal(q, k, v, out43); }, Throws::shape_error,
+       "abc::BoundedAttention::backward_causal: d_out is [4 x 3], expected [5 x 3] (the gradient of the output holds "
+       "one row per query)"},
+      {"backward_causal(state) (RFA): d_end with a K̃ gradient", [&] { rfa.backward_causal(rfa_state, q, k, v, v, keyed_end); },
+       Throws::shape_error,
+       "abc::BoundedAttention::backward_causal: d_end.keys is [6 x 4], expected [6 x 0] (d_end holds the gradient of "
+       "the state the call leaves, shaped as the state)",
+       true},
       {"step: a key of another width than the query", [&] { attn.step(state, q1, k1_3, v1); }, Throws::shape_error,
        "abc::BoundedAttention::step: k_t.size() is 3, expected 4 (k_t.size() must equal q_t.size())"},
       {"step: an empty query", [&] { attn.step(state, z1, k1, v1); }, Throws::shape_error,

@@ -13,6 +13,7 @@
 #include "detail/state_access.hpp"
 #include "gradients.hpp"
 #include "kernel/backward.hpp"
+#include "kernel/linear_backward.hpp"
 #include "kernel/engine.hpp"
 #include "options.hpp"
 #include "simd_arch.hpp"
@@ -227,7 +228,10 @@ class BoundedAttention {
     static_assert_differentiable();
     require(Form::non_causal, nullptr, q, k, v, x.get(), d_out, "abc::BoundedAttention::backward");
     Gradients<Control> g;
-    kernel::SoftmaxBackward<Control>(control_, options_).non_causal(q, k, v, x.value_or(k), x.get() != nullptr, d_out, g);
+    if constexpr (kLinear)
+      kernel::LinearBackward<Control>(control_, options_).non_causal(q, k, v, x.value_or(k), x.get() != nullptr, d_out, g);
+    else
+      kernel::SoftmaxBackward<Control>(control_, options_).non_causal(q, k, v, x.value_or(k), x.get() != nullptr, d_out, g);
     return g;
   }
 
@@ -272,8 +276,12 @@ class BoundedAttention {
       if (p) detail::raise("abc::BoundedAttention::backward_causal", p);
     }
     Gradients<Control> g;
-    kernel::SoftmaxBackward<Control>(control_, options_)
-        .causal(start, q, k, v, x.value_or(k), x.get() != nullptr, d_out, d_end, g);
+    if constexpr (kLinear)
+      kernel::LinearBackward<Control>(control_, options_)
+          .causal(start, q, k, v, x.value_or(k), x.get() != nullptr, d_out, d_end, g);
+    else
+      kernel::SoftmaxBackward<Control>(control_, options_)
+          .causal(start, q, k, v, x.value_or(k), x.get() != nullptr, d_out, d_end, g);
     return g;
   }
 
@@ -295,14 +303,19 @@ class BoundedAttention {
     return s;
   }
 
+  static constexpr bool kLinear = detail::readout_of<Control>::value == Readout::linear;
+
   static constexpr void static_assert_differentiable() {
-    static_assert(detail::readout_of<Control>::value == Readout::softmax,
-                  "abc::BoundedAttention::backward: gradients are provided for a softmax readout only");
-    static_assert(detail::differentiable_control<Control>::value,
+    static_assert(kLinear || detail::differentiable_control<Control>::value,
                   "abc::BoundedAttention::backward: Control must provide `struct Gradient` with `void "
                   "schedule_backward(const ScheduleTape<T>&, MatrixOut<T> d_slot_state, MatrixOut<T> dx, "
                   "Gradient&) const`, or declare `static constexpr bool constant_schedule = true` when its "
                   "schedule has no parameters and is piecewise constant in x (see abc/concepts.hpp)");
+    static_assert(!kLinear || detail::differentiable_control<Control>::value,
+                  "abc::BoundedAttention::backward: a Control with a linear readout must provide `struct "
+                  "Gradient` with `void features_backward(const ScheduleTape<T>&, MatrixRef<T> q, MatrixRef<T> "
+                  "d_phi_q, MatrixRef<T> k, MatrixOut<T> dq, MatrixOut<T> dk, MatrixOut<T> dx, Gradient&) "
+                  "const` (see abc/concepts.hpp)");
   }
 
   // A backward call's checks: the forward call's, then ∂L/∂out's shape and finiteness.

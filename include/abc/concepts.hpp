@@ -73,6 +73,12 @@
 //   static constexpr bool constant_schedule = true;  // or: the schedule has no parameters and is
 //                                     // piecewise constant in x (a window, a cluster assignment):
 //                                     // no gradient flows through it
+//   // A linear readout instead (kernel::LinearBackward), with `struct Gradient`:
+//   void features_backward(const ScheduleTape<T>& tape, MatrixRef<T> q, MatrixRef<T> d_phi_q,
+//                          MatrixRef<T> k, MatrixOut<T> dq, MatrixOut<T> dk, MatrixOut<T> dx,
+//                          Gradient& grad) const;  // from ∂L/∂φ(q) [M × n], ∂L/∂w_t and
+//                                     // ∂L/∂log a_t (the tape) to q, k, x (added into dq, dk, dx)
+//                                     // and the parameters (assigned to grad)
 // };
 //
 // `t` is the token's absolute position in its sequence; `x` is the control input (the key unless the
@@ -299,11 +305,29 @@ template <class C>
 struct constant_schedule<C, std::void_t<decltype(bool{C::constant_schedule})>>
     : std::integral_constant<bool, C::constant_schedule> {};
 
+// A linear readout's chain rule through its features and gate (kernel::LinearBackward).
+template <class C, class = void>
+struct has_features_backward : std::false_type {};
+template <class C>
+struct has_features_backward<
+    C, std::void_t<typename C::Gradient,
+                   decltype(std::declval<const C&>().features_backward(
+                       std::declval<const ScheduleTape<typename C::scalar_type>&>(),
+                       std::declval<MatrixRef<typename C::scalar_type>>(),
+                       std::declval<MatrixRef<typename C::scalar_type>>(),
+                       std::declval<MatrixRef<typename C::scalar_type>>(),
+                       std::declval<MatrixOut<typename C::scalar_type>>(),
+                       std::declval<MatrixOut<typename C::scalar_type>>(),
+                       std::declval<MatrixOut<typename C::scalar_type>>(),
+                       std::declval<typename C::Gradient&>()))>> : std::true_type {};
+
 // A control BoundedAttention can differentiate: it states its schedule's chain rule, or that none
-// is needed.
+// is needed; a linear readout, its features' chain rule.
 template <class C>
 struct differentiable_control
-    : std::integral_constant<bool, has_schedule_backward<C>::value || constant_schedule<C>::value> {};
+    : std::integral_constant<bool, readout_of<C>::value == Readout::linear
+                                       ? has_features_backward<C>::value
+                                       : (has_schedule_backward<C>::value || constant_schedule<C>::value)> {};
 
 template <class T>
 struct is_supported_scalar : std::integral_constant<bool, std::is_same<T, float>::value ||

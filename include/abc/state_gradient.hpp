@@ -18,8 +18,9 @@ ABC_NAMESPACE_BEGIN
  *
  * `slot_state` is in the control's own terms: a control that keeps a running softmax normaliser
  * (ABC-MLP: the running max m and the relative sum Z) states it for z = m + log Z, the only
- * function of (m, Z) any later token reads, in row 0, and leaves row 1 at zero. Controls that keep
- * no differentiable per-slot state leave it zero.
+ * function of (m, Z) any later token reads, in row 0, and leaves row 1 at zero. A linear readout
+ * (RFA) keeps its normaliser z in row 1 and has ∂L/∂z there (row 0 zero); its state has no K̃, so
+ * `keys` is [n × 0]. Controls that keep no differentiable per-slot state leave it zero.
  *
  * \tparam T float or double.
  */

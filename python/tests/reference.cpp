@@ -118,6 +118,11 @@ void run_case(const fs::path& dir, const abc::BoundedAttention<Control>& attn, b
         write(dir, prefix + "b_f", g.control.b_f);
       }
       if constexpr (std::is_same_v<Control, abc::control::Linformer<T>>) write(dir, prefix + "w_lf", g.control.w_lf);
+      if constexpr (std::is_same_v<Control, abc::control::RandomFeature<T>>) {
+        write(dir, prefix + "w", g.control.w);
+        write(dir, prefix + "w_g", g.control.w_g);
+        write(dir, prefix + "b_g", abc::Matrix<T>(abc::Matrix<T>::Constant(1, 1, g.control.b_g)));
+      }
     };
     write_gradients("backward.", attn.backward(q, k, v, d_out, xr));
     write_gradients("backward_causal.", attn.backward_causal(q, k, v, d_out, xr));
@@ -222,7 +227,7 @@ void write_cases(const fs::path& root, const std::string& suffix) {
              false, s);
   }
   {
-    const fs::path dir = root / ("random_feature_" + suffix);  // gated RFA reading x; no backward
+    const fs::path dir = root / ("random_feature_" + suffix);  // gated RFA reading x
     fs::create_directories(dir);
     const abc::Matrix<T> w = fill<T>(6, s.d, 13);
     const abc::Vector<T> w_g = fill<T>(s.d_x, 1, 14).col(0);

@@ -65,10 +65,27 @@ def main():
            "abc_attention: input_norm is 'l2', expected 'unit' or 'raw'")
     raises(lambda: abc.RandomFeature(np.ones((3, 5))).forward(q, k, v),
            "abc::BoundedAttention::forward: k is [7 x 4], expected [7 x 5]")
-    # RFA's linear readout has no backward in abc, so the class has none; the others keep theirs.
+    # RFA has a backward (the linear readout's), checked like every other call; its gradients agree
+    # with central differences of forward (the torch test's gradcheck covers every input).
     for rfa in (abc.RandomFeature(np.ones((3, 4))), abc.RandomFeature(np.ones((3, 4)), dtype=np.float32)):
-        assert not hasattr(rfa, "backward") and not hasattr(rfa, "backward_causal"), type(rfa)
+        assert hasattr(rfa, "backward") and hasattr(rfa, "backward_causal"), type(rfa)
     assert hasattr(kmeans, "backward") and hasattr(abc.LocalGlobal([0], 2), "backward_causal")
+    rfa = abc.RandomFeature(0.4 * rng.standard_normal((3, 4)), w_g=rng.standard_normal(4), b_g=0.1)
+    raises(lambda: rfa.backward(q, k, v, v[:, :2]),
+           "abc::BoundedAttention::backward: d_out is [7 x 2], expected [7 x 4] (the gradient of the output holds "
+           "one row per query)")
+    raises(lambda: rfa.backward_causal(q, k, v, v[:5]), "abc::BoundedAttention::backward_causal: d_out is [5 x 4]")
+    d_out = rng.standard_normal(v.shape)
+    g = rfa.backward_causal(q, k, v, d_out)
+    assert set(g) == {"q", "k", "v", "w", "w_g", "b_g"}, sorted(g)
+    h, i, j = 1e-6, 2, 1
+    for name, arr in (("k", k), ("v", v)):
+        up, down = arr.copy(), arr.copy()
+        up[i, j] += h
+        down[i, j] -= h
+        args = lambda a: (q, a, v) if name == "k" else (q, k, a)
+        fd = ((rfa.forward_causal(*args(up)) - rfa.forward_causal(*args(down))) * d_out).sum() / (2 * h)
+        assert abs(fd - g[name][i, j]) <= 1e-6 * max(1.0, abs(fd)), (name, fd, g[name][i, j])
 
     # MultiHeadMlp: abc's messages for heads, ids and pools; the module's for array dimensions.
     heads, kv_heads = 4, 2

@@ -45,8 +45,8 @@ def attention(case, p):
         return abc.GlobalTokens([0, 3, 10, 20, 36], dtype=dtype), ALL_FORMS
     if case.startswith("local_global_"):
         return abc.LocalGlobal([0, 1, 17], 4, dtype=dtype), ALL_FORMS
-    if case.startswith("random_feature_"):  # RFA: no backward in abc
-        return abc.RandomFeature(p["w"], w_g=p["w_g"], b_g=0.25), {"causal"}
+    if case.startswith("random_feature_"):
+        return abc.RandomFeature(p["w"], w_g=p["w_g"], b_g=0.25), ALL_FORMS
     raise KeyError(case)
 
 
@@ -80,7 +80,10 @@ def check_case(case, a, dtype):
             if set(g) != expected:
                 failures.append(f"{case}/{form}: keys {sorted(g)}, expected {sorted(expected)}")
             for key in expected & set(g):
-                same(f"{form}.{key}", g[key])
+                got = g[key]
+                if isinstance(got, float):  # a scalar gradient (RFA's b_g), exact in the case's dtype
+                    got = np.array([[got]], dtype=dtype)
+                same(f"{form}.{key}", got)
     if "causal" not in forms:
         return failures
     same("forward_causal", attn.forward_causal(q, k, v, x))

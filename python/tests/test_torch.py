@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 """python.torch_gradcheck: the torch layers' backward (abc's) against torch.autograd.gradcheck in
 double, causal and not, with and without a control input, batched, for ABC-MLP and, through
-ControlAttentionFunction, GSA, gated ABC-MLP and the sliding window; and the layers' outputs against
-the module's. Exits 77 (skipped) without torch."""
+ControlAttentionFunction, GSA, gated ABC-MLP, RFA (RandomFeature: W, the gate, unit and raw inputs, a
+floor) and the sliding window; RandomFeatureAttention; and the layers' outputs against the module's. Exits 77 (skipped) without torch."""
 import sys
 
 import numpy as np
@@ -15,8 +15,8 @@ except ImportError:
     sys.exit(77)
 
 import abc_attention
-from abc_attention_torch import (ControlAttentionFunction, MlpAttention, MlpAttentionFunction, SlidingWindowAttention,
-                                 SlotGatesAttention)
+from abc_attention_torch import (ControlAttentionFunction, MlpAttention, MlpAttentionFunction, RandomFeatureAttention,
+                                 SlidingWindowAttention, SlotGatesAttention)
 
 
 def main():
@@ -76,6 +76,41 @@ def main():
         raise AssertionError("a parameter without a name accepted")
     except ValueError as e:
         assert "2 parameters, but 1 names" in str(e), e
+
+    # RFA: W (σ folded in, small enough that the sin/cos denominators stay away from 0), the learned
+    # gate reading the keys or x, unit and raw inputs, causal and not, a floor active at some reads.
+    w_rfa, wg_k, wg_x = 0.4 * torch.randn(3, d, dtype=torch.float64), leaf(d), leaf(d_x)
+    w_rfa.requires_grad_()
+    bg = torch.randn((), dtype=torch.float64, requires_grad=True)
+    for causal in (True, False):
+        for norm in ("unit", "raw"):
+            rfa = lambda q, k, v, w: ControlAttentionFunction.apply(
+                lambda w, dtype: abc_attention.RandomFeature(w, input_norm=norm, chunk=3, dtype=dtype), ("w",),
+                causal, q, k, v, None, w)
+            assert torch.autograd.gradcheck(rfa, (q, k, v, w_rfa), eps=1e-6, atol=1e-7, rtol=1e-5)
+            rfa_x = lambda q, k, v, x, w, wg, b: ControlAttentionFunction.apply(
+                lambda w, wg, b, dtype: abc_attention.RandomFeature(w, input_norm=norm, w_g=wg, b_g=float(b),
+                                                                    chunk=3, dtype=dtype),
+                ("w", "w_g", "b_g"), causal, q, k, v, x, w, wg, b)
+            assert torch.autograd.gradcheck(rfa_x, (q, k, v, x, w_rfa, wg_x, bg), eps=1e-6, atol=1e-7, rtol=1e-5)
+        rfa_k = lambda q, k, v, w, wg, b: ControlAttentionFunction.apply(
+            lambda w, wg, b, dtype: abc_attention.RandomFeature(w, w_g=wg, b_g=float(b), floor=0.9, dtype=dtype),
+            ("w", "w_g", "b_g"), causal, q, k, v, None, w, wg, b)
+        assert torch.autograd.gradcheck(rfa_k, (q, k, v, w_rfa, wg_k, bg), eps=1e-6, atol=1e-7, rtol=1e-5)
+    # The module: its output is abc's, and gradcheck reaches its parameters through it.
+    layer = RandomFeatureAttention(d, 3, gate=True, d_x=d_x, sigma=0.4, dtype=torch.float64)
+    out = layer(q, k, v, x)
+    ref = abc_attention.RandomFeature(layer.w.detach().numpy(), w_g=layer.w_g.detach().numpy(),
+                                      b_g=float(layer.b_g)).forward_causal(
+        q[1].detach().numpy(), k[1].detach().numpy(), v[1].detach().numpy(), x[1].detach().numpy())
+    assert np.array_equal(out[1].detach().numpy(), ref)
+    out.square().sum().backward()
+    assert layer.w.grad.shape == (3, d) and layer.w_g.grad.shape == (d_x,) and layer.b_g.grad.shape == ()
+    assert layer.w.grad.abs().sum() > 0 and layer.w_g.grad.abs().sum() > 0
+    module = lambda q, k, v, x, w, wg, b: ControlAttentionFunction.apply(layer._make, ("w", "w_g", "b_g"), True,
+                                                                          q, k, v, x, w, wg, b)
+    assert torch.autograd.gradcheck(module, (q, k, v, x, layer.w, layer.w_g, layer.b_g), eps=1e-6, atol=1e-7,
+                                    rtol=1e-5)
 
     # float32 runs the float kernels and keeps the dtype.
     layer32 = MlpAttention(d_x, n)

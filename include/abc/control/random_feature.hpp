@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "../detail/gate.hpp"
 #include "../feature/random_fourier.hpp"
 #include "../readout.hpp"
+#include "../schedule_tape.hpp"
 #include "../types.hpp"
 
 ABC_NAMESPACE_BEGIN
@@ -36,6 +38,10 @@ namespace control {
  * exactly zero denominator reads as 0. When the denominator (with φ(q) scaled to a largest entry of
  * 1) is subnormal, S and z are sums of subnormal terms, each rounded to the smallest subnormal: the
  * output is finite, but forms that sum in another order agree only to that absolute error.
+ *
+ * BoundedAttention::backward and backward_causal differentiate it (kernel::LinearBackward, then
+ * features_backward here): with respect to q, k, v, x, the projection W of φ, the learned gate and
+ * the start state (docs/gradients.md).
  *
  * \tparam Scalar float or double.
  * \tparam FeatureMap feature::RandomFourier (default) or feature::ArcCosine.
@@ -108,10 +114,7 @@ class RandomFeature {
       return;
     }
     for (Index t = 0; t < k.rows(); ++t) {
-      // (g, 1 − g) as control::Gated computes them.
-      const auto [g, keep] = given_gates_ ? std::pair<Scalar, Scalar>(gates_[std::size_t(t0 + t)],
-                                                                      Scalar(1) - gates_[std::size_t(t0 + t)])
-                                          : detail::sigmoid_gate(Scalar(gate_w_.dot(x.row(t).transpose()) + gate_b_));
+      const auto [g, keep] = gate(t0, x, t);
       decay.row(t).setConstant(g);
       write.row(t) *= keep;
     }
@@ -120,7 +123,81 @@ class RandomFeature {
   /// φ(q) of each row of q [rows × d] into phi [rows × n].
   void query_features(MatrixRef<Scalar> q, MatrixOut<Scalar> phi) const { phi_.map(q, phi); }
 
+  /**
+   * \brief The gradient with respect to the control's parameters (docs/gradients.md).
+   *
+   * `w` is ∂L/∂W for the feature map's projection W [D × d]. RFA learns σ through W: for
+   * feature::Projection's W = W̃ diag(σ) (column j scaled by σ_j), ∂L/∂σ_j = Σ_r W̃_rj ∂L/∂W_rj
+   * (= Σ_r W_rj ∂L/∂W_rj / σ_j for σ_j ≠ 0; isotropic σ: Σ(W ⊙ ∂L/∂W)/σ); for the other
+   * parameterisation W = W̃/σ, ∂L/∂σ = −Σ(W ⊙ ∂L/∂W)/σ.
+   */
+  struct Gradient {
+    /// ∂L/∂W, [D × d].
+    Matrix<Scalar> w;
+    /// ∂L/∂w_g, [d_x], with a learned gate; empty otherwise (given gates are not differentiated).
+    Vector<Scalar> w_g;
+    /// ∂L/∂b_g, with a learned gate; 0 otherwise.
+    Scalar b_g = Scalar(0);
+  };
+
+  /**
+   * \brief The chain rule through the features and the gate (kernel::LinearBackward): from
+   * ∂L/∂φ(q_t) (d_phi_q [M × n]), ∂L/∂w_t and ∂L/∂log a_t (the tape) to q, k (added into dq, dk),
+   * the control input (added into dx) and the parameters (assigned to grad).
+   *
+   * Gated, w_t = (1 − g_t) φ(k_t) and log a_t = log g_t on every slot, so ∂L/∂φ(k_t) = (1 − g_t) ∂L/∂w_t
+   * and the logit u_t = w_g·x_t + b_g receives
+   *     ∂L/∂u_t = (1 − g_t) Σ_ℓ ∂L/∂log a_tℓ − g_t (1 − g_t) φ(k_t)·∂L/∂w_t
+   * (as control::Gated), without dividing by g_t or 1 − g_t. The feature map carries the rest
+   * (`map_backward`: through x̂ = x/‖x‖ under InputNorm::unit, with gradient 0 at x = 0).
+   */
+  // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): rows and their gradients side by side
+  void features_backward(const ScheduleTape<Scalar>& tape, MatrixRef<Scalar> q, MatrixRef<Scalar> d_phi_q,
+                         MatrixRef<Scalar> k, MatrixOut<Scalar> dq, MatrixOut<Scalar> dk, MatrixOut<Scalar> dx,
+                         Gradient& grad) const {
+    static_assert(has_map_backward<FeatureMap>::value,
+                  "abc::control::RandomFeature: gradients need FeatureMap::map_backward(MatrixRef<T> x, "
+                  "MatrixRef<T> d_phi, MatrixOut<T> dx, Matrix<T>& d_w) (feature::RandomFourier and "
+                  "feature::ArcCosine have it)");
+    const Index rows = k.rows();
+    grad.w.setZero(phi_.projection().rows(), phi_.projection().cols());
+    grad.w_g.resize(0);
+    grad.b_g = Scalar(0);
+    Matrix<Scalar> d_phi_k = tape.d_write;
+    if (gated()) {
+      Matrix<Scalar> phi_k(rows, num_slots());
+      phi_.map(k, phi_k);
+      Vector<Scalar> du(rows);
+      for (Index t = 0; t < rows; ++t) {
+        const auto [g, keep] = gate(tape.t0, tape.x, t);
+        du(t) = keep * tape.d_log_decay.row(t).sum() - g * keep * phi_k.row(t).dot(tape.d_write.row(t));
+        d_phi_k.row(t) *= keep;
+      }
+      if (!given_gates_) {
+        dx.noalias() += du * gate_w_.transpose();
+        grad.w_g.noalias() = tape.x.transpose() * du;
+        grad.b_g = du.sum();
+      }
+    }
+    phi_.map_backward(k, d_phi_k, dk, grad.w);
+    phi_.map_backward(q, d_phi_q, dq, grad.w);
+  }
+
  private:
+  template <class M, class = void>
+  struct has_map_backward : std::false_type {};
+  template <class M>
+  struct has_map_backward<M, std::void_t<decltype(std::declval<const M&>().map_backward(
+                                 std::declval<MatrixRef<Scalar>>(), std::declval<MatrixRef<Scalar>>(),
+                                 std::declval<MatrixOut<Scalar>>(), std::declval<Matrix<Scalar>&>()))>>
+      : std::true_type {};
+
+  // (g, 1 − g) of row t of a block starting at t0, as control::Gated computes them.
+  std::pair<Scalar, Scalar> gate(Index t0, const MatrixRef<Scalar>& x, Index t) const noexcept {
+    if (given_gates_) return {gates_[std::size_t(t0 + t)], Scalar(1) - gates_[std::size_t(t0 + t)]};
+    return detail::sigmoid_gate(Scalar(gate_w_.dot(x.row(t).transpose()) + gate_b_));
+  }
+
   FeatureMap phi_;
   Scalar floor_;
   Vector<Scalar> gate_w_;

@@ -45,6 +45,19 @@ class ArcCosine : public detail::RandomProjection<T> {
     this->project(x, phi);
     phi = (T(1) / std::sqrt(T(this->projection().rows()))) * phi.array().max(T(0));
   }
+
+  /// The chain rule through φ for rows x [rows × d], given d_phi = ∂L/∂φ(x) [rows × D]: with
+  /// y = W x̂, ∂L/∂y = sqrt(1/D) d_phi ⊙ [y > 0] (relu's derivative, taken as 0 at y = 0); then
+  /// ∂L/∂x is added into dx [rows × d] and ∂L/∂W into d_w [D × d] (RandomProjection::project_backward).
+  void map_backward(MatrixRef<T> x, MatrixRef<T> d_phi, MatrixOut<T> dx, Matrix<T>& d_w) const {
+    if (x.rows() == 0) return;
+    const Index D = this->projection().rows();
+    Matrix<T> y(x.rows(), D);
+    this->project(x, y);
+    const T scale = T(1) / std::sqrt(T(D));
+    const Matrix<T> dy = scale * (y.array() > T(0)).select(d_phi.array(), T(0)).matrix();
+    this->project_backward(x, dy, dx, d_w);
+  }
 };
 
 }  // namespace feature

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include <utility>
+#include <vector>
 
 #include "../detail/check.hpp"
 #include "../detail/control_check.hpp"
@@ -100,6 +101,48 @@ class RandomProjection {
   }
   // proj = W x̂ for each row of x (project_direction).
   void project(const MatrixRef<T>& x, MatrixOut<T> proj) const { project_direction<T>(x, w_, norm_, proj); }
+
+  // The chain rule through y = W x̂, given dy = ∂L/∂y [rows × D]: ∂L/∂W += dyᵀ X̂ (into d_w, [D × d])
+  // and ∂L/∂x += J(x)ᵀ Wᵀ dy (into dx, [rows × d]). Under `raw` J = I; under `unit`
+  // J = (I − x̂ x̂ᵀ)/‖x‖, the projection onto the directions that change x̂. The zero vector has no
+  // direction (x̂ = 0, with no limit as x → 0): its gradient is defined as 0, and it adds nothing to
+  // ∂L/∂W since x̂ = 0. x̂ and 1/‖x‖ are formed from x·2^−e (as project_direction does), so that
+  // subnormal or huge rows give x̂ to rounding; the gradient itself scales as 1/‖x‖.
+  void project_backward(const MatrixRef<T>& x, const MatrixRef<T>& dy, MatrixOut<T> dx, Matrix<T>& d_w) const {
+    const Index rows = x.rows(), d = x.cols();
+    if (rows == 0) return;
+    Matrix<T> xhat = x;
+    std::vector<int> exps(std::size_t(rows), 0);
+    Vector<T> norms = Vector<T>::Ones(rows);
+    if (norm_ == feature::InputNorm::unit) {
+      for (Index i = 0; i < rows; ++i) {
+        const T m = x.row(i).cwiseAbs().maxCoeff();
+        if (!(m > T(0)) || !std::isfinite(m)) {
+          xhat.row(i).setZero();
+          norms(i) = T(0);
+          continue;
+        }
+        int e = 0;
+        (void)std::frexp(m, &e);
+        for (Index j = 0; j < d; ++j) xhat(i, j) = std::ldexp(x(i, j), -e);
+        norms(i) = xhat.row(i).norm();  // ‖x‖ · 2^−e, in [1/2, sqrt(d))
+        xhat.row(i) /= norms(i);
+        exps[std::size_t(i)] = e;
+      }
+    }
+    d_w.noalias() += dy.transpose() * xhat;
+    Matrix<T> dxhat = dy * w_;
+    if (norm_ == feature::InputNorm::raw) {
+      dx += dxhat;
+      return;
+    }
+    for (Index i = 0; i < rows; ++i) {
+      if (norms(i) == T(0)) continue;  // the zero vector: gradient 0 by definition
+      const T along = xhat.row(i).dot(dxhat.row(i));
+      for (Index j = 0; j < d; ++j)
+        dx(i, j) += std::ldexp((dxhat(i, j) - along * xhat(i, j)) / norms(i), -exps[std::size_t(i)]);
+    }
+  }
 
  private:
   Matrix<T> w_;

@@ -51,6 +51,21 @@ class RandomFourier : public detail::RandomProjection<T> {
     phi.rightCols(D) = scale * proj.array().cos();
     proj = scale * proj.array().sin();
   }
+
+  /// The chain rule through φ for rows x [rows × d], given d_phi = ∂L/∂φ(x) [rows × 2D]: with
+  /// y = W x̂, ∂L/∂y = sqrt(1/D) (d_sin ⊙ cos y − d_cos ⊙ sin y); then ∂L/∂x is added into dx
+  /// [rows × d] and ∂L/∂W into d_w [D × d] (RandomProjection::project_backward: through x̂ under
+  /// `unit`; the zero vector's gradient is 0).
+  void map_backward(MatrixRef<T> x, MatrixRef<T> d_phi, MatrixOut<T> dx, Matrix<T>& d_w) const {
+    if (x.rows() == 0) return;
+    const Index D = this->projection().rows();
+    Matrix<T> y(x.rows(), D);
+    this->project(x, y);
+    const T scale = T(1) / std::sqrt(T(D));
+    const Matrix<T> dy = scale * (d_phi.leftCols(D).array() * y.array().cos() -
+                                  d_phi.rightCols(D).array() * y.array().sin()).matrix();
+    this->project_backward(x, dy, dx, d_w);
+  }
 };
 
 }  // namespace feature
