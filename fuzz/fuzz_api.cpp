@@ -9,7 +9,9 @@
 //    ever throws abc::shape_error or abc::config_error;
 //  - a call that throws leaves the state equal (operator==) to a copy taken before;
 //  - finite inputs small enough that no intermediate can overflow give finite outputs;
-//  - moderate inputs: forward_causal = prefill + step loop on a state, to a loose tolerance.
+//  - moderate inputs: forward_causal = prefill + step loop on a state, to a loose tolerance;
+//  - backward and backward_causal (every differentiable control, RFA included) throw exactly when
+//    their checks fail, and give finite gradients for moderate inputs (RFA: with a floor).
 // The last two are not asserted for sin/cos RFA without a floor: its denominator φ(q)·z may be
 // arbitrarily close to 0 for finite inputs (features of both signs cancel), so the exact ratio
 // may overflow and two evaluation orders may differ without bound. Arc-cos features are ≥ 0 (no
@@ -150,9 +152,9 @@ void exercise(const Control& ctl, Reader& in, double weight_bound, bool grows, b
     if (!t && bounded && qb <= cap) ABC_FUZZ_REQUIRE(max_abs(out) < std::numeric_limits<double>::infinity());
   }
 
-  // Gradients (a softmax readout): the forward call's checks plus d_out's; finite for moderate inputs.
-  if constexpr (abc::detail::readout_of<Control>::value == abc::Readout::softmax &&
-                abc::detail::differentiable_control<Control>::value) {
+  // Gradients (a softmax readout, or RFA's linear one): the forward call's checks plus d_out's;
+  // finite for moderate inputs.
+  if constexpr (abc::detail::differentiable_control<Control>::value) {
     const abc::Matrix<T> d_out = in.matrix<T>(a.q.rows() + off(8), dv);
     const bool d_ok = d_out.rows() == a.q.rows() && d_out.allFinite();
     bool moderate = values && a.bound <= 100 && weight_bound <= 100 && max_abs(d_out) <= 100 && s <= 10;
@@ -160,6 +162,9 @@ void exercise(const Control& ctl, Reader& in, double weight_bound, bool grows, b
     // 1 / Σ s, which no bound on the inputs keeps finite (logits near the smallest normal number).
     if constexpr (std::is_same<Control, abc::control::Mlp<T>>::value)
       if (ctl.activation() == abc::control::Activation::relu) moderate = false;
+    // A linear readout's gradient scales as 1 / φ(q)·z, which only a floor keeps bounded.
+    if constexpr (abc::detail::readout_of<Control>::value == abc::Readout::linear)
+      if (!(ctl.denominator_floor() > T(0))) moderate = false;
     for (const bool causal : {false, true}) {
       abc::Gradients<Control> g;
       const abc::Status st = a.use_x ? (causal ? attn.validate(attn.make_state(std::max<Index>(d, 1), std::max<Index>(dv, 1)), a.q, a.k, a.v, a.x)
