@@ -441,4 +441,22 @@ TEST_CASE("RandomFeature gradients: a zero denominator reads 0 and has a zero gr
   CHECK(g.control.w.allFinite());
 }
 
+TEST_CASE("RandomFeature gradients of a call with no keys: empty, or what the start state gets", "[gradients][random_feature]") {
+  // fuzz_api found this: a call of 0 tokens formed its [v, 1] rows with a comma initializer, whose
+  // blocks offset a null pointer (UBSan).
+  Config c;
+  c.gate = Gate::learned;
+  Args a = draw(c);
+  const auto attn = make<double, Fourier>(c, a.w, a.wg, a.bg(0, 0));
+  const M none(0, kD), q = randn(2, kD, 96), dout = randn(2, kDv, 97);
+  const auto g = attn.backward(q, none, M(0, kDv), dout);
+  CHECK(g.k.rows() == 0);
+  CHECK(g.v.rows() == 0);
+  CHECK(g.q.rows() == 2);
+  CHECK(g.q.isZero());  // an empty memory reads 0 whatever the query
+  const auto gc = attn.backward_causal(M(0, kD), none, M(0, kDv), M(0, kDv));
+  CHECK(gc.q.rows() == 0);
+  CHECK(gc.control.w.isZero());
+}
+
 }  // namespace linear_gradients_test

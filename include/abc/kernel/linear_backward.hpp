@@ -173,7 +173,8 @@ class LinearBackward {
   // v' = [v, 1]: the values with the normaliser's column.
   static Matrix<T> with_ones(const MatrixRef<T>& v) {
     Matrix<T> vp(v.rows(), v.cols() + 1);
-    vp << v, Vector<T>::Ones(v.rows());
+    // No comma initializer: with no rows its blocks would offset a null pointer.
+    if (v.rows() > 0) vp << v, Vector<T>::Ones(v.rows());
     return vp;
   }
 
