@@ -134,11 +134,7 @@ class SoftmaxBackward {
       auto wc = w.topRows(c);
       detail::schedule_rows(control_, s.position() + t0, input.middleRows(t0, c), Access::slot_state(s),
                             Access::positions(s), ac, wc);
-      for (Index t = 0; t < c; ++t) mark_written<T>(has_decay, ac.row(t), wc.row(t), Access::written(s));
-      suffix_weights(ac, wc, c, b);
-      if (has_decay) mem.array().colwise() *= b.dcum.transpose().array();
-      b.load(k, v, t0, c);
-      mem.noalias() += b.eff.topRows(c).transpose() * b.kv.topRows(c);
+      absorb(ac, wc, t0, c, k, v, Access::written(s), mem, b);
     }
     Access::keys(s) = mem.leftCols(d);
     Access::values(s) = mem.rightCols(v.cols());
@@ -300,6 +296,18 @@ class SoftmaxBackward {
     mem.noalias() += b.eff.topRows(c).transpose() * b.kv.topRows(c);
   }
 
+  // Tokens t0 .. t0 + c − 1 of decays a and writes w written into the memory `mem` = [K̃ Ṽ] (and
+  // their slots marked), as the forward pass builds it.
+  template <class A, class W>
+  static void absorb(const A& a, const W& w, Index t0, Index c, const MatrixRef<T>& k, const MatrixRef<T>& v,
+                     std::vector<std::uint8_t>& written, Matrix<T>& mem, Buffers& b) {
+    for (Index t = 0; t < c; ++t) mark_written<T>(has_decay, a.row(t), w.row(t), written);
+    suffix_weights(a, w, c, b);
+    if (has_decay) mem.array().colwise() *= b.dcum.transpose().array();
+    b.load(k, v, t0, c);
+    mem.noalias() += b.eff.topRows(c).transpose() * b.kv.topRows(c);
+  }
+
   // For the c tokens of decays a and writes w: what is left of token i's write at the end,
   // cum_i = Π_{j>i} a_j, and its weight there, eff_i = w_i ⊙ cum_i; dcum = Π_j a_j. Products only,
   // as kernel::suffix_weights.
@@ -371,11 +379,7 @@ class SoftmaxBackward {
         auto a = tp.decay.middleRows(t0 - base, c);
         auto w = tp.write.middleRows(t0 - base, c);
         detail::schedule_rows(ctl, t0, input.middleRows(t0, c), Access::slot_state(s), Access::positions(s), a, w);
-        for (Index t = 0; t < c; ++t) mark_written<T>(has_decay, a.row(t), w.row(t), Access::written(s));
-        suffix_weights(a, w, c, b);
-        if (has_decay) mem.array().colwise() *= b.dcum.transpose().array();
-        b.load(k, v, t0, c);
-        mem.noalias() += b.eff.topRows(c).transpose() * b.kv.topRows(c);
+        absorb(a, w, t0, c, k, v, Access::written(s), mem, b);
       }
     }
     // Its read by every query (kernel::read_all), and the read's gradients, by blocks of queries.
