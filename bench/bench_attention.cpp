@@ -146,7 +146,8 @@ void run_bounded(benchmark::State& st, const C& control, bool dense, const std::
     write = abc_bench::feature_flops(N, n, d) + abc_bench::dense_write_flops(N, n, 0, d);
     read = abc_bench::feature_flops(N, n, d) + abc_bench::read_flops(N, n, 0, d);
   }
-  auto state = attn.make_state(kD, kD);
+  // "step_bf16": the step on a state held in bfloat16 (abc::StateStorage::bfloat16).
+  auto state = attn.make_state(kD, kD, form == "step_bf16" ? abc::StateStorage::bfloat16 : abc::StateStorage::native);
   if (form == "forward") {
     Mat out(n_tok, kD);
     for (auto _ : st) {
@@ -162,7 +163,7 @@ void run_bounded(benchmark::State& st, const C& control, bool dense, const std::
       benchmark::DoNotOptimize(out.data());
     }
     set_counters(st, N, write + read, double(state.bytes()));
-  } else {  // step at position N: prefill N tokens, then time single tokens
+  } else {  // step (float or bfloat16 state) at position N: prefill N tokens, then time single tokens
     attn.forward_causal(state, in.q, in.k, in.v);
     abc::Vector<float> out(kD);
     Index t = 0;
@@ -251,9 +252,10 @@ void run_cross(benchmark::State& st, const C& control, const std::string& form) 
 // "shared" gives each key/value head one memory its 4 query heads read; "per_head" gives every
 // query head a memory of its own (the same control copied); "validate" times only the checks of
 // the shared step (validate(pool, ids, ...), what every call runs before it writes), to read as a
-// fraction of the step. state_bytes: the pool. With ABC_WITH_OPENMP, OMP_NUM_THREADS sets the
-// threads (bench/README.md: thread scaling).
-void run_gqa_step(benchmark::State& st, bool shared, bool validate_only = false) {
+// fraction of the step. "_bf16": the pool's states held in bfloat16. state_bytes: the pool. With
+// ABC_WITH_OPENMP, OMP_NUM_THREADS sets the threads (bench/README.md: thread scaling).
+void run_gqa_step(benchmark::State& st, bool shared, bool validate_only = false,
+                  abc::StateStorage storage = abc::StateStorage::native) {
   using Mlp = abc::control::Mlp<float>;
   const Index B = 8, H = 16, kv = 4, n = st.range(1);
   const abc::MultiHeadAttention<Mlp> mha = shared ? abc::MultiHeadAttention<Mlp>(Mlp(abc::Slots{n}, kD, abc::Seed{1}), H, kv)
@@ -262,7 +264,7 @@ void run_gqa_step(benchmark::State& st, bool shared, bool validate_only = false)
   std::vector<std::uint64_t> ids;
   for (Index b = 0; b < B; ++b) {
     ids.push_back(std::uint64_t(b));
-    mha.add(pool, ids.back(), kD, kD);
+    mha.add(pool, ids.back(), kD, kD, storage);
   }
   const Mat q = Mat::Random(B, H * kD), k = Mat::Random(B, kv * kD), v = Mat::Random(B, kv * kD);
   Mat out(B, H * kD);
@@ -357,6 +359,13 @@ void register_all() {
         for (Index slots : c.sweep ? std::vector<Index>{16, 64, 256} : std::vector<Index>{64}) b->Args({n, slots});
       b->Unit(form == "step" ? benchmark::kNanosecond : benchmark::kMicrosecond);
     }
+  // The step on a bfloat16 state, beside the float one above (n = 64, N = 4096).
+  for (const auto& c : controls)
+    if (c.name == "mlp" || c.name == "gsa" || c.name == "window" || c.name == "rfa_D32") {
+      auto* b = benchmark::RegisterBenchmark(("bounded/" + c.name + "/step_bf16").c_str(),
+                                             [c](benchmark::State& st) { c.run(st, "step_bf16"); });
+      b->Args({4096, 64})->Unit(benchmark::kNanosecond);
+    }
   // Cross attention, 1 target token per iteration against an N-token source (n = 64).
   for (const std::string form : {"read", "forward"}) {
     auto* b = benchmark::RegisterBenchmark(("cross/mlp/" + form).c_str(), [form](benchmark::State& st) {
@@ -378,6 +387,14 @@ void register_all() {
   for (const bool shared : {true, false}) {
     auto* b = benchmark::RegisterBenchmark(shared ? "gqa/mlp/step_shared" : "gqa/mlp/step_per_head",
                                            [shared](benchmark::State& st) { run_gqa_step(st, shared); });
+    b->Args({1, 64});
+    b->Unit(benchmark::kMicrosecond);
+  }
+  for (const bool shared : {true, false}) {
+    auto* b = benchmark::RegisterBenchmark(shared ? "gqa/mlp/step_shared_bf16" : "gqa/mlp/step_per_head_bf16",
+                                           [shared](benchmark::State& st) {
+                                             run_gqa_step(st, shared, false, abc::StateStorage::bfloat16);
+                                           });
     b->Args({1, 64});
     b->Unit(benchmark::kMicrosecond);
   }

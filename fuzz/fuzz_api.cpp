@@ -202,43 +202,50 @@ void exercise(const Control& ctl, Reader& in, double weight_bound, bool grows, b
     ABC_FUZZ_REQUIRE(sd < 1 || sdv < 1);
     return;
   }
-  auto state = attn.make_state(sd, sdv);
   const Index p = in.index(0, 64) % (n_tok + 1);
+  // A prefill of p tokens then a step loop on `state`, into `out`; false once a call throws.
+  const auto decode = [&](auto& state, abc::Matrix<T>& out) {
+    {
+      const auto before = state;
+      const auto q1 = a.q.topRows(std::min(p, a.q.rows())), k1 = a.k.topRows(p), v1 = a.v.topRows(std::min(p, a.v.rows()));
+      const auto x1 = a.x.topRows(std::min(p, a.x.rows()));
+      const abc::Status st = a.use_x ? attn.validate(state, q1, k1, v1, x1) : attn.validate(state, q1, k1, v1);
+      abc::Matrix<T> o;
+      const bool t = throws([&] { o = a.use_x ? attn.forward_causal(state, q1, k1, v1, x1) : attn.forward_causal(state, q1, k1, v1); });
+      ABC_FUZZ_REQUIRE((st == abc::Status::ok) == !t);
+      if (t) {
+        ABC_FUZZ_REQUIRE(same_bits(state, before));
+        return false;
+      }
+      out.topRows(p) = o;
+    }
+    for (Index i = p; i < n_tok; ++i) {
+      if (i >= a.q.rows() || i >= a.v.rows() || i >= a.x.rows()) return false;
+      const auto before = state;
+      abc::Vector<T> o;
+      const abc::Vector<T> qi = a.q.row(i).transpose(), ki = a.k.row(i).transpose(), vi = a.v.row(i).transpose(),
+                           xi = a.x.row(i).transpose();
+      const abc::Status st = a.use_x ? attn.validate_step(state, qi, ki, vi, xi) : attn.validate_step(state, qi, ki, vi);
+      const bool t = throws([&] { o = a.use_x ? attn.step(state, qi, ki, vi, xi) : attn.step(state, qi, ki, vi); });
+      ABC_FUZZ_REQUIRE((st == abc::Status::ok) == !t);
+      if (t) {
+        ABC_FUZZ_REQUIRE(same_bits(state, before));
+        return false;
+      }
+      out.row(i) = o.transpose();
+    }
+    return true;
+  };
+  auto state = attn.make_state(sd, sdv);
   abc::Matrix<T> got(n_tok, dv);
-  bool all_ok = true;
-  {
-    const auto before = state;
-    const auto q1 = a.q.topRows(std::min(p, a.q.rows())), k1 = a.k.topRows(p), v1 = a.v.topRows(std::min(p, a.v.rows()));
-    const auto x1 = a.x.topRows(std::min(p, a.x.rows()));
-    const abc::Status st = a.use_x ? attn.validate(state, q1, k1, v1, x1) : attn.validate(state, q1, k1, v1);
-    abc::Matrix<T> o;
-    const bool t = throws([&] { o = a.use_x ? attn.forward_causal(state, q1, k1, v1, x1) : attn.forward_causal(state, q1, k1, v1); });
-    ABC_FUZZ_REQUIRE((st == abc::Status::ok) == !t);
-    if (t) {
-      ABC_FUZZ_REQUIRE(same_bits(state, before));
-      all_ok = false;
-    } else {
-      got.topRows(p) = o;
-    }
-  }
-  for (Index i = p; all_ok && i < n_tok; ++i) {
-    if (i >= a.q.rows() || i >= a.v.rows() || i >= a.x.rows()) {
-      all_ok = false;
-      break;
-    }
-    const auto before = state;
-    abc::Vector<T> o;
-    const abc::Vector<T> qi = a.q.row(i).transpose(), ki = a.k.row(i).transpose(), vi = a.v.row(i).transpose(),
-                         xi = a.x.row(i).transpose();
-    const abc::Status st = a.use_x ? attn.validate_step(state, qi, ki, vi, xi) : attn.validate_step(state, qi, ki, vi);
-    const bool t = throws([&] { o = a.use_x ? attn.step(state, qi, ki, vi, xi) : attn.step(state, qi, ki, vi); });
-    ABC_FUZZ_REQUIRE((st == abc::Status::ok) == !t);
-    if (t) {
-      ABC_FUZZ_REQUIRE(same_bits(state, before));
-      all_ok = false;
-    } else {
-      got.row(i) = o.transpose();
-    }
+  const bool all_ok = decode(state, got);
+  // The same calls on a state held in bfloat16 (float controls): the same checks pass and fail,
+  // a failed call changes nothing, and bounded inputs give finite outputs (rounding saturates).
+  if constexpr (std::is_same<T, float>::value) {
+    auto packed = attn.make_state(sd, sdv, abc::StateStorage::bfloat16);
+    abc::Matrix<T> got_packed(n_tok, dv);
+    ABC_FUZZ_REQUIRE(decode(packed, got_packed) == all_ok);
+    if (all_ok && bounded) ABC_FUZZ_REQUIRE(max_abs(got_packed) < std::numeric_limits<double>::infinity());
   }
   if (!all_ok || whole_threw) return;
   if (bounded) {

@@ -11,7 +11,9 @@
 // overflow to +inf), and global tokens + a gated top-k eviction (per-part slot-state rules). And
 // select::load_state on TRAMS pools (fuzz-chosen pool, recent, top-k and score, wrapped rings) and
 // KV caches (H2O, attention sinks, SnapKV; fuzz-chosen sizes, evicting) with the same invariants;
-// their blobs are refused by abc::load_state, and a loaded cache continues.
+// their blobs are refused by abc::load_state, and a loaded cache continues. Float states are held
+// in bfloat16 sometimes (source and destination): a bfloat16 destination holds the blob rounded,
+// which saves and loads back exactly.
 #include <abc/abc.hpp>
 #include <abc/select/state_io.hpp>
 #include <abc/state_io.hpp>
@@ -21,6 +23,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -47,11 +50,12 @@ void reseal(std::vector<std::uint8_t>& blob) {
 
 // A state of `attn` (d = 4, dv = 3) after `steps` fuzz-chosen tokens, saved by `save`. Values are
 // mostly moderate; 255 is 1e30, whose products overflow (a TRAMS score of +inf).
-template <class Attn, class Save>
-std::vector<std::uint8_t> saved_after_steps(const Attn& attn, int steps, Reader& in, const Save& save) {
+template <class Attn, class Save, class... Storage>
+std::vector<std::uint8_t> saved_after_steps(const Attn& attn, int steps, Reader& in, const Save& save,
+                                            Storage... storage) {
   using T = typename Attn::scalar_type;
   constexpr Index d = 4, dv = 3;
-  auto s = attn.make_state(d, dv);
+  auto s = attn.make_state(d, dv, storage...);
   const auto value = [&in] {
     const std::uint8_t b = in.byte();
     return b == 255 ? T(1e30) : T(int(b) - 128) / T(32);
@@ -71,15 +75,19 @@ void run(const Control& ctl, std::uint8_t mode, Reader& in) {
   using T = typename Control::scalar_type;
   const abc::BoundedAttention<Control> attn{ctl};
   const Index d = 4, dv = 3;
+  // Float states held in bfloat16, sometimes: the blob's source and the destination.
+  const abc::StateStorage storage =
+      std::is_same<T, float>::value && (mode & 0x40) ? abc::StateStorage::bfloat16 : abc::StateStorage::native;
   std::vector<std::uint8_t> blob;
   if (mode & 2) {
     blob.assign(in.rest(), in.rest() + in.rest_size());
   } else {
-    blob = saved_after_steps(attn, in.byte() % 8, in, [](const auto& a, const auto& st) { return abc::save_state(a, st); });
+    blob = saved_after_steps(
+        attn, in.byte() % 8, in, [](const auto& a, const auto& st) { return abc::save_state(a, st); }, storage);
     corrupt(blob, in);
   }
   if (mode & 4) reseal(blob);  // recompute the checksum over the edited blob
-  abc::State<T> dst = (mode & 8) ? abc::State<T>{} : attn.make_state(d, dv);
+  abc::State<T> dst = (mode & 8) ? abc::State<T>{} : attn.make_state(d, dv, storage);
   const abc::State<T> before = dst;
   bool threw = false;
   try {
@@ -93,7 +101,15 @@ void run(const Control& ctl, std::uint8_t mode, Reader& in) {
     ABC_FUZZ_REQUIRE(dst == before);
     return;
   }
-  ABC_FUZZ_REQUIRE(abc::save_state(attn, dst) == blob);
+  if (dst.storage() == abc::StateStorage::native) {
+    ABC_FUZZ_REQUIRE(abc::save_state(attn, dst) == blob);
+  } else {
+    // The blob's memory rounded to bfloat16: what it saves then loads back exactly.
+    const std::vector<std::uint8_t> rounded = abc::save_state(attn, dst);
+    abc::State<T> again = attn.make_state(d, dv, abc::StateStorage::bfloat16);
+    abc::load_state(attn, rounded, again);
+    ABC_FUZZ_REQUIRE(again == dst && abc::save_state(attn, again) == rounded);
+  }
   // The state belongs to this control type: an attention of another refuses it, whatever the shapes.
   const abc::BoundedAttention<abc::control::RandomSlot<T>> other{abc::control::RandomSlot<T>{abc::Slots{dst.num_slots()}, abc::Seed{3}}};
   const abc::Vector<T> zq = abc::Vector<T>::Zero(dst.key_dim()), zv = abc::Vector<T>::Zero(dst.value_dim());

@@ -185,11 +185,17 @@ class BoundedAttention {
     return detail::call_problem(control_, Form::causal, &state, q, k, v, x.get()).status;
   }
 
-  /// An empty decode state for keys of width d and values of width dv: O(n · (d + dv)).
-  state_type make_state(Index d, Index dv) const {
-    if (auto p = detail::state_problem(d, dv)) detail::raise("abc::BoundedAttention::make_state", p);
+  /// An empty decode state for keys of width d and values of width dv: O(n · (d + dv)), its memory
+  /// held in `storage` (StateStorage::bfloat16, for float states: half the bytes; see StateStorage).
+  /// \throws config_error for d or dv below 1, or a storage a state of T cannot have
+  state_type make_state(Index d, Index dv, StateStorage storage = StateStorage::native) const {
+    constexpr const char* where = "abc::BoundedAttention::make_state";
+    if (auto p = detail::state_problem(d, dv)) detail::raise(where, p);
+    if (auto why = detail::storage_problem<T>(storage); !why.empty())
+      ABC_THROW(config_error(std::string(where) + ": storage is " + why));
     constexpr bool keeps_keys = detail::readout_of<Control>::value != Readout::linear;  // a linear readout has no K̃
-    state_type s = detail::StateAccess::empty<T>(num_slots(), keeps_keys ? d : 0, dv, &detail::control_kind_v<Control>);
+    state_type s = detail::StateAccess::empty<T>(num_slots(), keeps_keys ? d : 0, dv, &detail::control_kind_v<Control>,
+                                                 storage);
     detail::StateAccess::reserve_scratch(s, 1, num_slots());
     return s;
   }
@@ -275,13 +281,17 @@ class BoundedAttention {
       if (!p) p = detail::finite_problem("d_end.slot_state", d_end.slot_state);
       if (p) detail::raise("abc::BoundedAttention::backward_causal", p);
     }
+    // A bfloat16 start is differentiated as the call ran: on its memory widened to T (exact).
+    state_type widened;
+    if (start.storage() != StateStorage::native) widened = detail::StateAccess::as_native(start);
+    const state_type& from = start.storage() != StateStorage::native ? widened : start;
     Gradients<Control> g;
     if constexpr (kLinear)
       kernel::LinearBackward<Control>(control_, options_)
-          .causal(start, q, k, v, x.value_or(k), x.get() != nullptr, d_out, d_end, g);
+          .causal(from, q, k, v, x.value_or(k), x.get() != nullptr, d_out, d_end, g);
     else
       kernel::SoftmaxBackward<Control>(control_, options_)
-          .causal(start, q, k, v, x.value_or(k), x.get() != nullptr, d_out, d_end, g);
+          .causal(from, q, k, v, x.value_or(k), x.get() != nullptr, d_out, d_end, g);
     return g;
   }
 

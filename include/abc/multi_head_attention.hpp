@@ -151,13 +151,17 @@ class MultiHeadAttention {
     run(Form::causal, "abc::MultiHeadAttention::forward_causal", nullptr, nullptr, q, k, v, &x, out);
   }
 
-  /// Adds sequence `id` with empty memories for keys of width d and values of width dv.
-  void add(Pool& pool, SeqId id, Index d, Index dv) const {
+  /// Adds sequence `id` with empty memories for keys of width d and values of width dv, held in
+  /// `storage` (StateStorage::bfloat16, for float states: half the bytes; see StateStorage).
+  void add(Pool& pool, SeqId id, Index d, Index dv, StateStorage storage = StateStorage::native) const {
+    const char* where = "abc::MultiHeadAttention::add";
     if (pool.contains(id))
-      ABC_THROW(config_error("abc::MultiHeadAttention::add: sequence id " + std::to_string(id) +
+      ABC_THROW(config_error(std::string(where) + ": sequence id " + std::to_string(id) +
                              " is already in the pool (drop it first)"));
+    if (auto why = detail::storage_problem<T>(storage); !why.empty())
+      ABC_THROW(config_error(std::string(where) + ": storage is " + why));
     std::vector<state_type> s;
-    for (const auto& a : memories_) s.push_back(with_scratch(a.make_state(d, dv)));
+    for (const auto& a : memories_) s.push_back(with_scratch(a.make_state(d, dv, storage)));
     pool.states_.emplace(id, std::move(s));
   }
 

@@ -78,7 +78,9 @@ std::vector<std::uint8_t> save_state(const BoundedAttention<Control>& attn,
  * count (the attention's), key and value widths (`dst`'s, unless `dst` is default-constructed),
  * the exact length, the checksum, and that the per-slot state is one the control can hold
  * (Control::slot_state_problem, or the default rule); any mismatch throws config_error naming it,
- * and `dst` is left as it was. Whatever save_state wrote, load_state reads back.
+ * and `dst` is left as it was. Whatever save_state wrote, load_state reads back. The memory keeps
+ * `dst`'s storage: a bfloat16 `dst` holds the blob's K̃ and Ṽ rounded to bfloat16 (exactly what a
+ * bfloat16 state saved; a blob holds T whatever the storage it came from).
  */
 template <class Control>
 void load_state(const BoundedAttention<Control>& attn, const std::uint8_t* data, std::size_t size,
@@ -126,6 +128,7 @@ void load_state(const BoundedAttention<Control>& attn, const std::uint8_t* data,
     blob_error(std::string("the per-slot state is invalid: ") + why);
   Access::position(s) = Index(pos);
   Access::scratch(s).resize(3, Index(n));
+  Access::convert(s, dst.storage());  // a bfloat16 destination stays one
   dst = std::move(s);
 }
 

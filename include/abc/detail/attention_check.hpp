@@ -3,6 +3,9 @@
 // and MultiHeadAttention.
 #pragma once
 
+#include <string>
+#include <type_traits>
+
 #include "../concepts.hpp"
 #include "../readout.hpp"
 #include "../state.hpp"
@@ -149,6 +152,18 @@ inline Problem attention_problem(Index n, Index chunk, Index backward_block = 1)
 inline Problem state_problem(Index d, Index dv) noexcept {
   if (dv < 1) return at_least(Status::bad_config, "dv", dv, 1, "values need a column");
   if (d < 1) return at_least(Status::bad_config, "d", d, 1, "keys need a column");
+  return {};
+}
+
+// Why a State of T cannot hold its memory in `storage` (the text after "storage is "); empty when it can.
+template <class T>
+std::string storage_problem(StateStorage storage) {
+  if (storage == StateStorage::native) return {};
+  if (storage != StateStorage::bfloat16)
+    return std::to_string(static_cast<int>(storage)) + ", expected StateStorage::native or StateStorage::bfloat16";
+  if (!std::is_same<T, float>::value)
+    return "StateStorage::bfloat16, expected StateStorage::native for a double state (bfloat16 storage holds "
+           "float memories)";
   return {};
 }
 

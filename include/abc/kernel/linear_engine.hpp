@@ -41,6 +41,7 @@ class LinearEngine {
   /// The memory of all N tokens into the empty state `s`.
   void build_memory(State<T>& s, const MatrixRef<T>& k, const MatrixRef<T>& v, const MatrixRef<T>& input,
                     bool /*projected*/) const {
+    detail::UnpackedMemory<T> unpacked(s);
     const Index n_keys = k.rows();
     const Index chunk = std::min(build_block, std::max<Index>(n_keys, 1));
     ChunkWorkspace<T> ws(chunk, control_.num_slots(), 0);
@@ -59,7 +60,11 @@ class LinearEngine {
   void read_memory(const State<T>& s, const Q& q, O&& out) const {
     Matrix<T> phi(q.rows(), control_.num_slots());
     control_.query_features(q, phi);
-    read_all_linear<T>(s.values(), Access::slot_state(s).row(1).transpose(), phi, floor(), out);
+    const auto z = Access::slot_state(s).row(1).transpose();
+    if (s.storage() == StateStorage::native)
+      read_all_linear<T>(Access::values(s), z, phi, floor(), out);
+    else
+      read_all_linear<T>(s.values(), z, phi, floor(), out);
   }
 
   /// Continues `s` over the N tokens of k, v; each head's query t reads the memory of keys ..t.
@@ -68,6 +73,7 @@ class LinearEngine {
                   const MatrixRef<T>& v, const MatrixRef<T>& input, bool /*projected*/) const {
     const Index n_keys = k.rows(), start = s.position();
     if (n_keys == 0) return;
+    detail::UnpackedMemory<T> unpacked(s);
     const Index chunk = std::min(options_.chunk, n_keys);
     ChunkWorkspace<T> ws(chunk, control_.num_slots(), heads);
     auto z = Access::slot_state(s).row(1).transpose();
@@ -89,6 +95,7 @@ class LinearEngine {
   void step_heads(State<T>& s, Index heads, const QueryOf& query, const OutputOf& output, const T* k, const T* v,
                   const Input& input, bool /*projected*/, Index d, Index dv) const {
     Access::reserve_scratch(s, heads, control_.num_slots());
+    detail::UnpackedMemory<T> unpacked(s);
     Matrix<T>& scratch = Access::scratch(s);
     control_.key_schedule(s.position(), Eigen::Map<const Matrix<T>>(k, 1, d), input, scratch.row(0), scratch.row(1));
     for (Index g = 0; g < heads; ++g)

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "../types.hpp"
+#include "bf16.hpp"
 #include "scalar.hpp"
 #include "simd.hpp"
 
@@ -89,8 +90,8 @@ namespace impl {
 // Slots [0, K·width) of columns_dot: the slots' scores, decays and writes stay in registers while
 // the d columns stream past, two at a time so that each accumulator's chain of multiply-adds is half
 // as long (the pass is otherwise bound by their latency, not by its loads).
-template <int K, bool Update, class B, class T>
-void dot_columns(T* cols, Index ld, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
+template <int K, bool Update, class B, class T, class S>
+void dot_columns(S* cols, Index ld, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
                  T* dots) noexcept {
   constexpr Index width = Index(B::size);
   B acc[K], acc2[K], av[K], wv[K];  // av, wv: used only when Update
@@ -101,18 +102,18 @@ void dot_columns(T* cols, Index ld, Index d, const T* a, const T* w, const T* x,
       wv[c] = B::load_unaligned(w + c * width);
     }
   }
-  const auto column = [&](T* col, T qj, T xj, B* sum) {
+  const auto column = [&](S* col, T qj, T xj, B* sum) {
     const B qb(qj);
     if constexpr (Update) {
       const B xb(xj);
       for (int c = 0; c < K; ++c) {
-        const B r = xsimd::fma(av[c], B::load_unaligned(col + c * width), wv[c] * xb);
-        r.store_unaligned(col + c * width);
+        const B r = xsimd::fma(av[c], load_batch<B>(col + c * width), wv[c] * xb);
+        store_batch(col + c * width, r);
         sum[c] = xsimd::fma(r, qb, sum[c]);
       }
     } else {
       (void)xj;
-      for (int c = 0; c < K; ++c) sum[c] = xsimd::fma(B::load_unaligned(col + c * width), qb, sum[c]);
+      for (int c = 0; c < K; ++c) sum[c] = xsimd::fma(load_batch<B>(col + c * width), qb, sum[c]);
     }
   };
   Index j = 0;
@@ -141,12 +142,12 @@ void axpy_columns(Row* rows, Index ld, Index n, const T* a, const T* w, const T*
     if constexpr (Update) {
       const B av(a[l]), wv(w[l]);
       for (int c = 0; c < K; ++c) {
-        const B r = xsimd::fma(av, B::load_unaligned(row + c * width), wv * xv[c]);
-        r.store_unaligned(row + c * width);
+        const B r = xsimd::fma(av, load_batch<B>(row + c * width), wv * xv[c]);
+        store_batch(row + c * width, r);
         acc[c] = xsimd::fma(pv, r, acc[c]);
       }
     } else if (p[l] != T(0)) {
-      for (int c = 0; c < K; ++c) acc[c] = xsimd::fma(pv, B::load_unaligned(row + c * width), acc[c]);
+      for (int c = 0; c < K; ++c) acc[c] = xsimd::fma(pv, load_batch<B>(row + c * width), acc[c]);
     }
   }
   for (int c = 0; c < K; ++c) acc[c].store_unaligned(out + c * width);
@@ -157,8 +158,8 @@ void axpy_columns(Row* rows, Index ld, Index n, const T* a, const T* w, const T*
 /// out = Σ_l p_l · row_l over n read-only rows of width dv at stride ld (overwritten): the
 /// vector–matrix product pᵀR, the output held in registers a column block at a time. Rows with
 /// p_l = 0 are not read.
-template <class T>
-void weighted_rows(const T* rows, Index ld, Index n, Index dv, const T* p, T* out) noexcept {
+template <class T, class S>
+void weighted_rows(const S* rows, Index ld, Index n, Index dv, const T* p, T* out) noexcept {
 #ifdef ABC_NO_SIMD
   scalar::weighted_rows(rows, ld, n, dv, p, out);
 #else
@@ -178,8 +179,8 @@ void weighted_rows(const T* rows, Index ld, Index n, Index dv, const T* p, T* ou
 /// dots_l = scale · Σ_j entry(l, j) · q_j. One pass over the columns; blocks of 4 batches of slots
 /// (64 floats with AVX-512), then single batches, keep their sums, decays and writes in registers,
 /// so no slot's score needs a horizontal sum. The slots past the last full batch take the scalar path.
-template <bool Update, class T>
-void columns_dot(T* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
+template <bool Update, class T, class S>
+void columns_dot(S* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
                  T* dots) noexcept {
 #ifdef ABC_NO_SIMD
   scalar::columns_dot<Update>(cols, ld, n, d, a, w, x, q, scale, dots);
@@ -199,12 +200,12 @@ void columns_dot(T* cols, Index ld, Index n, Index d, const T* a, const T* w, co
 /// over the rows, the output held in registers a column block at a time. Without Update, rows
 /// with p_l = 0 are not read (an empty or fully masked slot costs nothing), and a, w and x are not
 /// read either.
-template <bool Update, class T>
-void rows_axpy(T* rows, Index ld, Index n, Index dv, const T* a, const T* w, const T* x, const T* p,
+template <bool Update, class T, class S>
+void rows_axpy(S* rows, Index ld, Index n, Index dv, const T* a, const T* w, const T* x, const T* p,
                T* out) noexcept {
   if constexpr (!Update) {
     (void)a, (void)w, (void)x;
-    weighted_rows(static_cast<const T*>(rows), ld, n, dv, p, out);
+    weighted_rows(static_cast<const S*>(rows), ld, n, dv, p, out);
   } else {
 #ifdef ABC_NO_SIMD
     scalar::rows_axpy<Update>(rows, ld, n, dv, a, w, x, p, out);

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "../types.hpp"
+#include "bf16.hpp"
 
 ABC_NAMESPACE_BEGIN
 namespace kernel {
@@ -14,6 +15,20 @@ namespace kernel {
 // them, through checked public forms.
 // NOLINTBEGIN(bugprone-easily-swappable-parameters)
 namespace scalar {
+
+// a · b + c, fused where the target has fused multiply-add (as the SIMD kernels' xsimd::fma) and
+// as two roundings where it has not: never left to the compiler's contraction, which fuses or not
+// depending on the code around it, so that a kernel gives the same bits for a memory in T and one
+// in bfloat16 (kernel/bf16.hpp).
+template <class T>
+ABC_FORCE_INLINE T mul_add(T a, T b, T c) noexcept {
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+  return std::fma(a, b, c);
+#else
+  const T ab = a * b;
+  return ab + c;
+#endif
+}
 
 // One token of the per-slot online log-sum-exp (see kernel::online_normalise), slots [0, n).
 template <class T>
@@ -85,12 +100,14 @@ T update_dot(T* row, T a, T w, const T* x, const T* q, Index n) noexcept {
   return acc;
 }
 
-// row ← a · row + w · x, then out += p · row, over n entries.
-template <class T>
-void update_axpy(T* row, T a, T w, const T* x, T p, T* out, Index n) noexcept {
+// row ← a · row + w · x, then out += p · row, over n entries (row held in T or in bfloat16: the
+// sum reads the updated entry before it is stored).
+template <class T, class S>
+void update_axpy(S* row, T a, T w, const T* x, T p, T* out, Index n) noexcept {
   for (Index j = 0; j < n; ++j) {
-    row[j] = a * row[j] + w * x[j];
-    out[j] += p * row[j];
+    const T r = mul_add(a, load_elem(row + j), w * x[j]);
+    store_elem(row + j, r);
+    out[j] = mul_add(p, r, out[j]);
   }
 }
 
@@ -110,22 +127,25 @@ T dot(const T* x, const T* y, Index n) noexcept {
 }
 
 // out += p · x
-template <class T>
-void axpy(T p, const T* x, T* out, Index n) noexcept {
-  for (Index j = 0; j < n; ++j) out[j] += p * x[j];
+template <class T, class S>
+void axpy(T p, const S* x, T* out, Index n) noexcept {
+  for (Index j = 0; j < n; ++j) out[j] = mul_add(p, load_elem(x + j), out[j]);
 }
 
 // Over an n × d column-major block (column j at cols + j · ld): entry (l, j) ← a_l · entry + w_l · x_j
 // when Update, then dots_l = scale · Σ_j entry(l, j) · q_j.
-template <bool Update, class T>
-void columns_dot(T* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
+template <bool Update, class T, class S>
+void columns_dot(S* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
                  T* dots) noexcept {
   for (Index l = 0; l < n; ++l) {
     T acc = T(0);
     for (Index j = 0; j < d; ++j) {
-      T& e = cols[l + j * ld];
-      if constexpr (Update) e = a[l] * e + w[l] * x[j];
-      acc += e * q[j];
+      T e = load_elem(cols + l + j * ld);
+      if constexpr (Update) {
+        e = mul_add(a[l], e, w[l] * x[j]);
+        store_elem(cols + l + j * ld, e);
+      }
+      acc = mul_add(e, q[j], acc);
     }
     dots[l] = scale * acc;
   }
@@ -133,8 +153,8 @@ void columns_dot(T* cols, Index ld, Index n, Index d, const T* a, const T* w, co
 
 // out = Σ_l p_l · row_l over n rows of width dv at stride ld (overwritten); rows with p_l = 0 are
 // not read.
-template <class T>
-void weighted_rows(const T* rows, Index ld, Index n, Index dv, const T* p, T* out) noexcept {
+template <class T, class S>
+void weighted_rows(const S* rows, Index ld, Index n, Index dv, const T* p, T* out) noexcept {
   for (Index j = 0; j < dv; ++j) out[j] = T(0);
   for (Index l = 0; l < n; ++l)
     if (p[l] != T(0)) axpy(p[l], rows + l * ld, out, dv);
@@ -142,12 +162,12 @@ void weighted_rows(const T* rows, Index ld, Index n, Index dv, const T* p, T* ou
 
 // Over n rows of width dv at stride ld: row_l ← a_l · row_l + w_l · x when Update, and
 // out = Σ_l p_l · row_l (overwritten). Without Update, rows with p_l = 0 are not read.
-template <bool Update, class T>
-void rows_axpy(T* rows, Index ld, Index n, Index dv, const T* a, const T* w, const T* x, const T* p,
+template <bool Update, class T, class S>
+void rows_axpy(S* rows, Index ld, Index n, Index dv, const T* a, const T* w, const T* x, const T* p,
                T* out) noexcept {
   if constexpr (!Update) {
     (void)a, (void)w, (void)x;
-    weighted_rows(static_cast<const T*>(rows), ld, n, dv, p, out);
+    weighted_rows(static_cast<const S*>(rows), ld, n, dv, p, out);
   } else {
     for (Index j = 0; j < dv; ++j) out[j] = T(0);
     for (Index l = 0; l < n; ++l) update_axpy(rows + l * ld, a[l], w[l], x, p[l], out, dv);

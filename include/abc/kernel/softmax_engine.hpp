@@ -46,6 +46,7 @@ class SoftmaxEngine {
   /// form when it has one) into the empty state `s`.
   void build_memory(State<T>& s, const MatrixRef<T>& k, const MatrixRef<T>& v, const MatrixRef<T>& input,
                     bool projected) const {
+    detail::UnpackedMemory<T> unpacked(s);
     if constexpr (detail::has_noncausal_form<Control>::value)
       build(control_.noncausal_form(input), s, input, projected, k, v);  // e.g. k-means sees every row
     else
@@ -56,7 +57,10 @@ class SoftmaxEngine {
   /// Every query of one head reads the finished memory `s`; nothing changes.
   template <class Q, class O>
   void read_memory(const State<T>& s, const Q& q, O&& out) const {
-    read_all<T>(s.keys(), s.values(), Access::written(s), masked(), range_of(0), scale(q.cols()), q, out);
+    if (s.storage() == StateStorage::native)
+      read_all<T>(Access::keys(s), Access::values(s), Access::written(s), masked(), range_of(0), scale(q.cols()), q, out);
+    else
+      read_all<T>(s.keys(), s.values(), Access::written(s), masked(), range_of(0), scale(q.cols()), q, out);
   }
 
   /// Continues `s` over the N tokens of k, v; each head's query t reads the memory of keys ..t.
@@ -65,6 +69,7 @@ class SoftmaxEngine {
                   const MatrixRef<T>& v, const MatrixRef<T>& input, bool projected) const {
     const Index n_keys = k.rows(), start = s.position();
     if (n_keys == 0) return;
+    detail::UnpackedMemory<T> unpacked(s);
     if (use_chunked()) {
       const Index chunk = std::min(options_.chunk, n_keys);
       ChunkWorkspace<T> ws(chunk, control_.num_slots(), heads);
@@ -81,7 +86,8 @@ class SoftmaxEngine {
       Access::reserve_scratch(s, heads, control_.num_slots());
       for (Index t = 0; t < n_keys; ++t)
         advance_and_read(
-            s, start + t, heads, [&](Index g) { return query(g).row(t).data(); },
+            s, Access::keys(s).data(), Access::values(s).data(), start + t, heads,
+            [&](Index g) { return query(g).row(t).data(); },
             [&](Index g) { return output(g).row(t).data(); }, k.row(t).data(), v.row(t).data(), input.row(t),
             projected, k.cols(), v.cols());
     }
@@ -93,7 +99,26 @@ class SoftmaxEngine {
   void step_heads(State<T>& s, Index heads, const QueryOf& query, const OutputOf& output, const T* k, const T* v,
                   const Input& input, bool projected, Index d, Index dv) const {
     Access::reserve_scratch(s, heads, control_.num_slots());
-    advance_and_read(s, s.position(), heads, query, output, k, v, input, projected, d, dv);
+    if (s.storage() == StateStorage::native) {
+      advance_and_read(s, Access::keys(s).data(), Access::values(s).data(), s.position(), heads, query, output, k, v,
+                       input, projected, d, dv);
+    } else {
+      // One head of a dense schedule updates and reads the bfloat16 rows in place, in one pass per
+      // matrix as above, each entry widened, updated and read in T and rounded as it is stored:
+      // exactly what the call would give on the memory unpacked. Other steps unpack it.
+      bool done = false;
+      if constexpr (!sparse && std::is_same<T, float>::value)
+        if (heads == 1) {
+          advance_and_read(s, Access::packed_keys(s), Access::packed_values(s), s.position(), heads, query, output, k,
+                           v, input, projected, d, dv);
+          done = true;
+        }
+      if (!done) {
+        detail::UnpackedMemory<T> unpacked(s);
+        advance_and_read(s, Access::keys(s).data(), Access::values(s).data(), s.position(), heads, query, output, k,
+                         v, input, projected, d, dv);
+      }
+    }
     ++Access::position(s);
   }
 
@@ -125,6 +150,7 @@ class SoftmaxEngine {
   }
 
   static MemoryView<T> view(State<T>& s) noexcept {
+    ABC_ASSERT(Access::unpacked(s), "the kernels in T run on a memory in T (detail::UnpackedMemory)");
     return {Access::keys(s), Access::values(s), Access::slot_state(s), Access::written(s)};
   }
 
@@ -165,15 +191,16 @@ class SoftmaxEngine {
   // heads read the updated columns), and after the softmax each Ṽ row is updated and accumulated into
   // the first head's output (kernel/rows.hpp). Scratch rows of the state hold the decays (row 0), the
   // writes (row 1) and one score row per head, so a step allocates nothing.
-  template <class QueryOf, class OutputOf, class Input>
-  void advance_and_read(State<T>& s, Index t, Index heads, const QueryOf& query, const OutputOf& output, const T* k,
-                        const T* v, const Input& input, bool projected, Index d, Index dv) const {
+  // `keys` and `values` are the memory's entries, in T or (one head of a dense schedule) bfloat16.
+  template <class S, class QueryOf, class OutputOf, class Input>
+  void advance_and_read(State<T>& s, S* keys, S* values, Index t, Index heads, const QueryOf& query,
+                        const OutputOf& output, const T* k, const T* v, const Input& input, bool projected, Index d,
+                        Index dv) const {
     const Index n = control_.num_slots();
     Matrix<T>& scratch = Access::scratch(s);
     T* a = scratch.row(0).data();
     T* w = scratch.row(1).data();
     const auto scores = [&scratch](Index g) { return scratch.row(2 + g).data(); };
-    T* keys = Access::keys(s).data();
     const T sc = scale(d);
     if constexpr (sparse) {
       SparseWrite<T, Control::max_writes> sw;
@@ -200,7 +227,6 @@ class SoftmaxEngine {
     const std::uint8_t* written = Access::written(s).data();
     for (Index g = 0; g < heads; ++g) softmax_slots(scores(g), n, written, masked(), range);
     // A one-hot write has already been applied: then every pass only reads Ṽ.
-    T* values = Access::values(s).data();
     rows_axpy<!sparse>(values, dv, n, dv, a, w, v, scores(0), output(0));
     for (Index g = 1; g < heads; ++g) rows_axpy<false>(values, dv, n, dv, a, w, v, scores(g), output(g));
   }
