@@ -110,6 +110,13 @@ auto add_parameter_gradient(py::dict& d, const Gradient& g) -> decltype(g.w_g, g
   d["inner"] = std::move(inner);
 }
 
+// abc::StateStorage from its Python name; another name raises ValueError naming the call.
+inline abc::StateStorage storage_of(const std::string& name, const char* call) {
+  if (name == "native") return abc::StateStorage::native;
+  if (name == "bfloat16") return abc::StateStorage::bfloat16;
+  throw abc::config_error(std::string(call) + ": storage is '" + name + "', expected 'native' or 'bfloat16'");
+}
+
 // abc::Options from the factories' keyword arguments (every other option keeps abc's default).
 inline abc::Options make_options(double scale, abc::Index chunk) {
   abc::Options o;
@@ -211,7 +218,9 @@ class Attention {
     });
   }
 
-  State make_state(abc::Index d, abc::Index dv) const { return attn_.make_state(d, dv); }
+  State make_state(abc::Index d, abc::Index dv, const std::string& storage) const {
+    return attn_.make_state(d, dv, storage_of(storage, "make_state"));
+  }
 
   py::bytes save_state(const State& state) const {
     const std::vector<std::uint8_t> blob = abc::save_state(attn_, state);
@@ -268,6 +277,10 @@ void bind_state(py::module_& m) {
       .def_property_readonly("num_slots", &State::num_slots)
       .def_property_readonly("key_dim", &State::key_dim)
       .def_property_readonly("value_dim", &State::value_dim)
+      .def_property_readonly(
+          "storage",
+          [](const State& s) { return s.storage() == abc::StateStorage::bfloat16 ? "bfloat16" : "native"; },
+          "'native' (the state's dtype) or 'bfloat16' (the memory held in bfloat16 between calls).")
       .def_property_readonly("keys", [](const State& s) { return copy_to_numpy<T>(s.keys()); })
       .def_property_readonly("values", [](const State& s) { return copy_to_numpy<T>(s.values()); })
       .def("copy", [](const State& s) { return State(s); }, "A copy, to fork a sequence.")
@@ -297,7 +310,9 @@ py::class_<Attention<Control>> bind_attention(py::module_& m, const std::string&
            py::arg("v"), x_none, "Causal attention continuing `state`, which advances by N tokens.")
       .def("step", &A::step, py::arg("state"), py::arg("q"), py::arg("k"), py::arg("v"), x_none,
            "One token (1-D q, k, v and x) continuing `state`. Returns [dv].")
-      .def("make_state", &A::make_state, py::arg("d"), py::arg("dv"), "An empty state for keys of width d, values of width dv.")
+      .def("make_state", &A::make_state, py::arg("d"), py::arg("dv"), py::arg("storage") = "native",
+           "An empty state for keys of width d, values of width dv; storage 'bfloat16' (float32 only) "
+           "holds its memory in bfloat16 between calls.")
       .def("save_state", &A::save_state, py::arg("state"), "The state as abc's versioned binary blob (bytes).")
       .def("load_state", &A::load_state, py::arg("blob"), "A state from a blob written by save_state.");
   if constexpr (has_backward<Control>) {

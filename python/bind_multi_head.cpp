@@ -223,9 +223,13 @@ py::class_<MultiHead<Control>> bind_multi_head(py::module_& m, const std::string
            "Causal attention of every sequence and head from empty memories, shapes as forward.")
       .def("make_pool", [](const MH&) { return Pool(); }, "An empty decode pool.")
       .def(
-          "add", [](const MH& a, Pool& p, SeqId id, abc::Index d, abc::Index dv) { a.layer().add(p, id, d, dv); },
-          py::arg("pool"), py::arg("id"), py::arg("d"), py::arg("dv"),
-          "Adds sequence id with empty memories for keys of width d and values of width dv.")
+          "add",
+          [](const MH& a, Pool& p, SeqId id, abc::Index d, abc::Index dv, const std::string& storage) {
+            a.layer().add(p, id, d, dv, storage_of(storage, "add"));
+          },
+          py::arg("pool"), py::arg("id"), py::arg("d"), py::arg("dv"), py::arg("storage") = "native",
+          "Adds sequence id with empty memories for keys of width d and values of width dv; storage "
+          "'bfloat16' (float32 only) holds them in bfloat16 between calls.")
       .def("forward_causal_pool", pooled(false), py::arg("pool"), py::arg("ids"), py::arg("q"), py::arg("k"),
            py::arg("v"), x_none,
            "Continues sequence ids[b] by batch entry b's tokens (a prefill), shapes as forward_causal. Every check "

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """python.state_io: save_state / load_state round trip, and a loaded state decodes as the original;
-for MultiHeadMlp, a pool sequence's blobs (one per memory) load into its memories' attentions."""
+for MultiHeadMlp, a pool sequence's blobs (one per memory) load into its memories' attentions; a
+float32 state held in bfloat16."""
 import copy
 import sys
 
@@ -39,6 +40,43 @@ def multi_head(rng, dtype):
         assert "abc::load_state" in str(e), e
 
 
+def bfloat16_storage(rng):
+    """A float32 state held in bfloat16: its memory is bfloat16 values (the low 16 bits of every
+    float32 are zero) after each call; it decodes close to a float32 state; blobs hold the widened
+    memory; float64 and unknown storages are refused with abc's messages."""
+    n_tok, d, dv, n = 12, 4, 3, 5
+    q, k = (rng.standard_normal((n_tok, d)).astype(np.float32) for _ in range(2))
+    v = rng.standard_normal((n_tok, dv)).astype(np.float32)
+    attn = abc.Mlp(rng.standard_normal((n, d)).astype(np.float32))
+    packed, wide = attn.make_state(d, dv, storage="bfloat16"), attn.make_state(d, dv)
+    assert packed.storage == "bfloat16" and wide.storage == "native"
+    a = attn.forward_causal_state(packed, q[:6], k[:6], v[:6])
+    b = attn.forward_causal_state(wide, q[:6], k[:6], v[:6])
+    assert np.array_equal(a, b)  # one call reads the memory in float; it is rounded when the call ends
+    for t in range(6, n_tok):
+        a = attn.step(packed, q[t], k[t], v[t])
+        b = attn.step(wide, q[t], k[t], v[t])
+        assert np.allclose(a, b, rtol=0, atol=2e-2), (a, b)
+    for m in (packed.keys, packed.values):
+        assert not np.any(m.view(np.uint32) & 0xFFFF) and m.dtype == np.float32
+    loaded = attn.load_state(attn.save_state(packed))
+    assert loaded.storage == "native" and np.array_equal(loaded.keys, packed.keys)
+    for make, want in ((lambda: abc.Mlp(np.ones((n, d))).make_state(d, dv, storage="bfloat16"),
+                        "abc::BoundedAttention::make_state: storage is StateStorage::bfloat16, expected "
+                        "StateStorage::native for a double state"),
+                       (lambda: attn.make_state(d, dv, storage="fp16"),
+                        "make_state: storage is 'fp16', expected 'native' or 'bfloat16'")):
+        try:
+            make()
+            raise AssertionError("accepted: " + want)
+        except ValueError as e:
+            assert want in str(e), e
+    mha = abc.MultiHeadMlp(rng.standard_normal((2, n, d)).astype(np.float32), 4, 2)
+    pool = mha.make_pool()
+    mha.add(pool, 1, d, dv, storage="bfloat16")
+    assert [s.storage for s in pool.states(1)] == ["bfloat16", "bfloat16"]
+
+
 def main():
     rng = np.random.default_rng(2)
     n_tok, d, dv, n = 11, 4, 3, 5
@@ -73,6 +111,7 @@ def main():
             except ValueError as e:
                 assert "abc::load_state" in str(e), e
         multi_head(rng, dtype)
+    bfloat16_storage(rng)
     print("python.state_io: ok")
     return 0
 
