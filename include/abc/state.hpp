@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "detail/control_kind.hpp"
@@ -158,8 +159,9 @@ class State {
         written_(static_cast<std::size_t>(n), 0),
         kind_(kind) {}
 
+  // Only float states are ever held in bfloat16 (make_state refuses the rest).
   static void decode(const kernel::bf16* h, T* out, Index size) noexcept {
-    for (Index i = 0; i < size; ++i) out[i] = T(kernel::from_bf16(h[i]));
+    if constexpr (std::is_same<T, float>::value) kernel::decode_bf16(h, out, size);
   }
 
   ColMatrix<T> keys_;

@@ -102,14 +102,11 @@ struct StateAccess {
     out.storage_ = StateStorage::native;
     return out;
   }
-  // The state's memory rounded to `storage` (bfloat16 from native; native from bfloat16, exact).
+  // A native state's memory rounded to `storage` (nothing to do for native).
   template <class T>
   static void convert(State<T>& s, StateStorage storage) {
-    if (s.storage_ == storage) return;
-    if (storage == StateStorage::native) {
-      s = as_native(s);
-      return;
-    }
+    ABC_ASSERT(s.storage_ == StateStorage::native, "only a native state is converted (load_state's)");
+    if (storage == StateStorage::native) return;
     s.packed_.assign(static_cast<std::size_t>(s.num_slots() * (s.key_dim() + s.value_dim())), kernel::bf16{0});
     s.storage_ = storage;
     repack(s);
