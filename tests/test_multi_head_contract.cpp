@@ -140,6 +140,50 @@ TEST_CASE("of several bad pairs, a long call reports the first, and writes nothi
   REQUIRE(out == out_before);
 }
 
+// A batched decode step checks each (sequence, memory) pair's own heads (with ABC_WITH_OPENMP on the
+// thread that then runs the pair, in the call's one parallel region): a non-finite entry in any
+// later sequence's query heads, keys, values or control input is found, the first pair in
+// (sequence, memory) order is the one reported, and no state or output has changed.
+TEST_CASE("a batched decode step reports the first bad pair of many, and writes nothing", "[multi_head][pool][errors]") {
+  using Mlp = abc::control::Mlp<float>;
+  using Layer = abc::MultiHeadAttention<Mlp>;
+  const Index B = 6, H = 4, G = 2, d = 8, dx = 5;
+  const Layer mha(Mlp(abc::Slots{3}, dx, abc::Seed{3}), H, G);  // memories share x: logits projected once
+  Layer::Pool pool;
+  std::vector<std::uint64_t> ids;
+  for (Index b = 0; b < B; ++b) ids.push_back(std::uint64_t(10 + b)), mha.add(pool, ids.back(), d, d);
+  auto q = filled(B * H * d, 31), k = filled(B * G * d, 32), v = filled(B * G * d, 33), x = filled(B * dx, 34);
+  auto out = std::vector<float>(q.size(), -4.0f);
+  const auto qv = HT::bshd(q.data(), B, 1, H, d), kv = HT::bshd(k.data(), B, 1, G, d), vv = HT::bshd(v.data(), B, 1, G, d);
+  const auto xv = HT::bshd(x.data(), B, 1, 1, dx);
+  const auto ov = HTO::bshd(out.data(), B, 1, H, d);
+  const std::string where = "abc::MultiHeadAttention::forward_causal: ";
+  mha.forward_causal(pool, ids, qv, kv, vv, xv, ov);  // a first token, so the states are not empty
+  const auto before = snapshot(pool, ids);
+  const auto out_before = out;
+  const auto nan = std::numeric_limits<float>::quiet_NaN();
+  const auto refused = [&](const std::string& message) {
+    for (int round = 0; round < 3; ++round) {  // the same answer every time
+      REQUIRE_THROWS_WITH(mha.forward_causal(pool, ids, qv, kv, vv, xv, ov), ABC_CONTAINS(where + message));
+      REQUIRE(mha.validate(pool, ids, qv, kv, vv, xv, ov) == abc::Status::non_finite);
+    }
+    REQUIRE(snapshot(pool, ids) == before);
+    REQUIRE(out == out_before);
+  };
+  v[std::size_t((5 * G + 1) * d + 2)] = nan;  // sequence 5, memory 1
+  refused("v holds a non-finite value at row 0, column 2");
+  q[std::size_t((4 * H + 3) * d + 6)] = nan;  // sequence 4, query head 3: memory 1's second head
+  refused("q holds a non-finite value at row 0, column 6");
+  x[std::size_t(3 * dx + 4)] = std::numeric_limits<float>::infinity();  // sequence 3, read by both memories
+  refused("x holds a non-finite value at row 0, column 4");
+  k[std::size_t((2 * G + 1) * d + 7)] = -std::numeric_limits<float>::infinity();  // sequence 2, memory 1
+  refused("k holds a non-finite value at row 0, column 7");
+  q[std::size_t((2 * H + 1) * d + 0)] = nan;  // sequence 2, query head 1: memory 0, before memory 1
+  refused("q holds a non-finite value at row 0, column 0");
+  q[std::size_t(0 * H * d + 5)] = nan;  // sequence 0, query head 0: the first pair
+  refused("q holds a non-finite value at row 0, column 5");
+}
+
 // A batched call checks its first sequence in full and the others by what can differ between
 // sequences (lengths, the state's shape and kind, the capacity): a problem in any later sequence
 // is still found, with the message the full check gives, and nothing is written.
@@ -198,7 +242,7 @@ TEST_CASE("a batched call finds a problem in any sequence, not only the first", 
 // all_finite() reads exactly the view's elements, in each layout's passes: a NaN or an infinity at
 // any element of any sequence and head is found, and one in the padding past a sequence's length,
 // or between strided heads, is not read.
-TEST_CASE("HeadTensor::all_finite finds any non-finite element of the view and reads nothing else", "[head_tensor]") {
+TEST_CASE("HeadTensor::all_finite finds any non-finite element of the view, or of a sequence's heads, and reads nothing else", "[head_tensor]") {
   const Index B = 3, S = 5, H = 3, d = 7;
   const std::vector<Index> lengths = {5, 2, 0};
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
@@ -224,11 +268,30 @@ TEST_CASE("HeadTensor::all_finite finds any non-finite element of the view and r
         for (Index t = 0; t < m.rows(); ++t)
           for (Index j = 0; j < m.cols(); ++j) covered[std::size_t(m.data() + t * m.outerStride() + j - buf.data())] = 1;
       }
+    // The sequence and head of each covered element, for all_finite(b, first, count).
+    std::vector<Index> seq_of(buf.size(), -1), head_of(buf.size(), -1);
+    for (Index b = 0; b < base.batch(); ++b)
+      for (Index h = 0; h < base.heads(); ++h) {
+        const auto m = base.head(b, h);
+        for (Index t = 0; t < m.rows(); ++t)
+          for (Index j = 0; j < m.cols(); ++j) {
+            const auto at = std::size_t(m.data() + t * m.outerStride() + j - buf.data());
+            seq_of[at] = b, head_of[at] = h;
+          }
+      }
     for (std::size_t i = 0; i < buf.size(); ++i) {
       auto bad = buf;
       bad[i] = (i % 2) ? nan : -inf;
       INFO("element " << i << (covered[i] ? " (in the view)" : " (outside the view)"));
-      REQUIRE(make(bad.data()).all_finite() == !covered[i]);
+      const HT view = make(bad.data());
+      REQUIRE(view.all_finite() == !covered[i]);
+      for (Index b = 0; b < view.batch(); ++b)
+        for (Index first = 0; first <= view.heads(); ++first)
+          for (Index count = 0; first + count <= view.heads(); ++count) {
+            const bool inside = seq_of[i] == b && head_of[i] >= first && head_of[i] < first + count;
+            INFO("sequence " << b << ", heads [" << first << ", " << first + count << ")");
+            REQUIRE(view.all_finite(b, first, count) == !inside);
+          }
     }
   }
 }

@@ -116,24 +116,13 @@ class HeadTensor {
   /// in as few vector passes as the layout allows (one per sequence for bshd and packed views),
   /// with no cost per head.
   bool all_finite() const noexcept {
-    if (dim_ == 0 || heads_ == 0) return true;
-    using S = scalar_type;
-    S acc = S(0);
-    const bool heads_run = heads_ == 1 || head_stride_ == dim_;  // a token's heads lie in one run
-    for (Index b = 0; b < batch(); ++b) {
-      const Index len = length(b);
-      if (len == 0) continue;
-      const S* at = data_ + starts_[std::size_t(b)];
-      if (heads_run && (len == 1 || seq_stride_ == heads_ * dim_))
-        acc += kernel::finite_residue(at, len * heads_ * dim_);
-      else if (heads_run)
-        acc += kernel::finite_residue_rows(at, len, heads_ * dim_, seq_stride_);
-      else
-        for (Index h = 0; h < heads_; ++h) acc += kernel::finite_residue_rows(at + h * head_stride_, len, dim_, seq_stride_);
-    }
-    return acc == S(0);
+    scalar_type acc = scalar_type(0);
+    for (Index b = 0; b < batch(); ++b) acc += residue(b, 0, heads_);
+    return acc == scalar_type(0);
   }
-
+  /// Whether heads [first, first + count) of sequence b are finite, in one pass where the layout
+  /// keeps a token's heads together; unchecked: 0 ≤ b < batch(), 0 ≤ first ≤ first + count ≤ heads().
+  bool all_finite(Index b, Index first, Index count) const noexcept { return residue(b, first, count) == scalar_type(0); }
   /// Sequence b, head h: [length(b) × dim], no copy.
   map_type head(Index b, Index h) const noexcept { return rows(b, h, 0, length(b)); }
   /// Tokens [s0, s0 + count) of sequence b, head h.
@@ -160,6 +149,21 @@ class HeadTensor {
     Index n = 0;
     if (!(detail::checked_mul(batch, seq, n) && detail::checked_mul(n, heads, n) && detail::checked_mul(n, dim, n)))
       overflow(who);
+  }
+
+  // Σ e · 0 over heads [first, first + count) of sequence b (kernel::finite_residue): ±0 when all
+  // are finite, NaN otherwise.
+  scalar_type residue(Index b, Index first, Index count) const noexcept {
+    using S = scalar_type;
+    const Index len = length(b);
+    if (len == 0 || count == 0 || dim_ == 0) return S(0);
+    const S* at = data_ + starts_[std::size_t(b)] + first * head_stride_;
+    const bool heads_run = count == 1 || head_stride_ == dim_;  // a token's heads lie in one run
+    if (heads_run && (len == 1 || seq_stride_ == count * dim_)) return kernel::finite_residue(at, len * count * dim_);
+    if (heads_run) return kernel::finite_residue_rows(at, len, count * dim_, seq_stride_);
+    S acc = S(0);
+    for (Index h = 0; h < count; ++h) acc += kernel::finite_residue_rows(at + h * head_stride_, len, dim_, seq_stride_);
+    return acc;
   }
 
   // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): private: the factories name each stride

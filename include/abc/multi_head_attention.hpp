@@ -43,9 +43,10 @@ ABC_NAMESPACE_BEGIN
  * keys. With a shared x and a control that reads x through a projection (ABC-MLP's W_φ), the logits
  * of all memories are one product X · [W¹; …; Wᴹ]ᵀ per sequence, not one per memory.
  *
- * With ABC_WITH_OPENMP the (sequence × memory) pairs run in parallel; all checks happen before, so
- * an error is thrown on the calling thread and nothing has been written, and no exception ever
- * leaves a parallel region.
+ * With ABC_WITH_OPENMP the (sequence × memory) pairs run in parallel, in one parallel region per
+ * call: each thread first checks its share of the pairs, and only when every pair has passed does
+ * any thread write, so an error is thrown on the calling thread and nothing has been written, and
+ * no exception ever leaves a parallel region.
  *
  * Decoding keeps a Pool: per sequence id, one State per memory; `forward_causal(pool, ids, ...)`
  * continues each listed sequence by its tokens (prefill, or one token each: a batched step, which
@@ -299,12 +300,12 @@ class MultiHeadAttention {
   // The control logits of every sequence for all memories, one product per sequence: [len × Σm].
   std::vector<Matrix<T>> project(const Tensor& x) const {
     std::vector<Matrix<T>> logits(std::size_t(x.batch()));
-    for_each_pair(x.batch(), [&](Index b, Index) {
-      Matrix<T>& l = logits[std::size_t(b)];
-      l.resize(x.length(b), projection_.rows());
-      detail::project<T>(x.head(b, 0), projection_, projection_t_, l);
-    }, 1);
+    for_each_pair(x.batch(), [&](Index b, Index) { project(x, b, logits[std::size_t(b)]); }, 1);
     return logits;
+  }
+  void project(const Tensor& x, Index b, Matrix<T>& logits) const {
+    logits.resize(x.length(b), projection_.rows());
+    detail::project<T>(x.head(b, 0), projection_, projection_t_, logits);
   }
 
   // Memory m's control input for sequence b: its columns of the projected logits, its own slice of
@@ -326,13 +327,13 @@ class MultiHeadAttention {
   // A call of the forward forms, checked first.
   void run(Form form, const char* where, Pool* pool, const std::vector<SeqId>* ids, const Tensor& q, const Tensor& k,
            const Tensor& v, const Tensor* x, const HeadTensor<T>& out) const {
-    std::vector<std::vector<state_type>*> states;
-    detail::raise(where, problem(form, pool, ids, q, k, v, x, out, &states));
-    std::vector<Matrix<T>> logits;
+    std::vector<std::vector<state_type>*> states;  // filled by the checks, before any pair runs
+    std::vector<Matrix<T>> logits;                   // filled by prepare, once the checks have passed
+    bool projected = false;
     if constexpr (detail::has_input_projection<Control>::value)
-      if (projects(x)) logits = project(*x);
-    const bool projected = !logits.empty();
-    for_each_pair(q.batch(), [&](Index b, Index m) {
+      if (projects(x)) logits.resize(std::size_t(q.batch())), projected = true;
+    const auto prepare = [&](Index b) { project(*x, b, logits[std::size_t(b)]); };
+    const auto pair = [&](Index b, Index m) {
       const attention_type& a = memories_[std::size_t(m)];
       const kernel::Engine<Control> e = engine(a);
       const auto kh = k.head(b, kv_of(m));
@@ -355,7 +356,9 @@ class MultiHeadAttention {
       } else {
         e.run_causal((*states[std::size_t(b)])[std::size_t(m)], g.count, query, output, kh, vh, input, projected);
       }
-    });
+    };
+    using Then = detail::CheckThenRun<decltype(prepare), decltype(pair)>;
+    detail::raise(where, problem(form, pool, ids, q, k, v, x, out, &states, Then{projected, prepare, pair}));
   }
 
   // The key/value head memory m is written from.
@@ -379,12 +382,14 @@ class MultiHeadAttention {
     for (std::size_t b = 0; b < built.size(); ++b) pool.states_.emplace(ids[b], std::move(built[b]));
   }
 
-  // Every check of a call, before anything runs. With a pool, `states` (if given) receives each
-  // sequence's states. Form::memory checks a source (k, v, x; q is k and out is not used).
-  template <class PoolT>
+  // Every check of a call, before anything runs: those of the whole call here, then the pairs'
+  // check handed to `then` (detail::FirstFailure, or a detail::CheckThenRun that runs the pairs).
+  // With a pool, `states` (if given) receives each sequence's states before `then` is called.
+  // Form::memory checks a source (k, v, x; q is k and out is not used).
+  template <class PoolT, class Then = detail::FirstFailure>
   Failure problem(Form form, PoolT* pool, const std::vector<SeqId>* ids, const Tensor& q, const Tensor& k,
                   const Tensor& v, const Tensor* x, const HeadTensor<T>& out,
-                  std::vector<std::vector<state_type>*>* states = nullptr) const {
+                  std::vector<std::vector<state_type>*>* states = nullptr, const Then& then = {}) const {
     using detail::value_problem;
     Failure f;
     const bool keys_only = form == Form::memory;
@@ -423,19 +428,21 @@ class MultiHeadAttention {
     using detail::CallForm;
     const CallForm mode = form == Form::non_causal ? CallForm::non_causal : keys_only ? CallForm::memory : CallForm::causal;
     const bool spread = detail::spread_checks(k, heads_ / memories() + 2);  // the group's q, k and v
-    // A short call (a decode step) finds its inputs finite in one pass per tensor, not a pass per
-    // head; a long one checks each pair's heads on that pair's thread, where one is non-finite the
-    // pairs find which.
-    const bool finite =
-        !spread && (keys_only || q.all_finite()) && k.all_finite() && v.all_finite() && (!x || x->all_finite());
-    return detail::first_failure(k.batch(), memories(), spread, [&](Index b, Index m) -> Failure {
+    // A short call (a decode step) finds its inputs finite in one pass per tensor and sequence, not
+    // a pass per head; a long one checks each pair's heads on that pair's thread. Where an input
+    // is not finite, the pairs find which.
+    const auto sequence_finite = [&](Index b) {
+      return (keys_only || q.all_finite(b, 0, q.heads())) && k.all_finite(b, 0, k.heads()) &&
+             v.all_finite(b, 0, v.heads()) && (!x || x->all_finite(b, 0, x->heads()));
+    };
+    const auto check = [&](Index b, Index m, bool finite) -> Failure {
       if (m == 0 && !keys_only && out.length(b) != q.length(b)) return detail::length_failure(b, out.length(b), q.length(b));
       const attention_type& a = memories_[std::size_t(m)];
       const state_type* st = form == Form::pool ? seq_states[std::size_t(b)]->data() + m : nullptr;
-      // Checked in order without threads, pair (0, m) has passed: the other sequences' pairs need
-      // only what differs between sequences (a decode step's checks stay O(batch), not a full
-      // check per pair).
-      if (b > 0 && finite && !spread &&
+      // With the inputs finite, the other sequences' pairs need only what differs between
+      // sequences, given that pair (0, m) passes (a decode step's checks stay O(batch), not a full
+      // check per pair); where (0, m) fails it is the first failure whatever the others say.
+      if (b > 0 && finite &&
           detail::passes_like(a.control(), mode, st, form == Form::pool ? seq_states[0]->data() + m : nullptr,
                               keys_only ? k.length(b) : q.length(b), k.length(b), v.length(b), x ? x->length(b) : -1))
         return {};
@@ -449,7 +456,8 @@ class MultiHeadAttention {
         for (Index h = g.first + 1; h < g.first + g.count; ++h)
           if (auto p = detail::finite_problem("q", q.head(b, h))) return failure(p);
       return {};
-    });
+    };
+    return then(detail::PairChecks<decltype(sequence_finite), decltype(check)>{k.batch(), memories(), spread, sequence_finite, check});
   }
 
   // The checks of read(pool, ids, q, out); `states` receives each sequence's states.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <map>
@@ -89,36 +90,152 @@ void for_each_pair(Index batch, Index width, F&& f) {
   if (error) std::rethrow_exception(error);
 }
 
-// The failure of the first (b, m) pair, b < batch and m < width in b-major order, whose
-// `check(b, m)` fails, or none: what a serial loop over the pairs would report, with the pairs
-// checked on OpenMP threads when enabled and `parallel` (a check reads every input, so a long
-// call's checks are worth spreading; a decode step's are not worth a parallel region). A check
-// only reads. One that throws (an allocation while it builds a message) counts as failing, and is
-// run again on the calling thread, where it throws: nothing escapes the parallel region.
-template <class Check>
-LayerFailure first_failure(Index batch, Index width, bool parallel, const Check& check) {
-  const Index pairs = batch * width;
-#if defined(ABC_WITH_OPENMP)
-  if (parallel) {  // not even a one-thread region otherwise: starting one costs a decode step's checks
-    Index first = pairs;
-#  pragma omp parallel for schedule(static) reduction(min : first)
-    for (Index i = 0; i < pairs; ++i) {
-      if (i > first) continue;  // a pair before it failed already (on this thread)
-      bool failed = true;
+// The checks of a layer call's (sequence, memory) pairs, as a serial loop in b-major order would
+// run them, and the first pair that fails. Spread checks (a long call's, worth spreading over
+// threads) go pair by pair, each pair checking its own heads (`finite` false). A short call's go a
+// sequence at a time: the sequence's inputs are found finite in one pass per tensor
+// (`sequence_finite(b)`), then check(b, m, finite) for each of its pairs (which, with finite
+// inputs, need only look at what differs between sequences). A check only reads; one that throws
+// (an allocation while it builds a message) counts as failing and is run again on the calling
+// thread by failure(), where it throws: nothing escapes a parallel region.
+template <class SequenceFinite, class Check>
+struct PairChecks {
+  Index batch, width;
+  bool spread;
+  const SequenceFinite& sequence_finite;
+  const Check& check;
+
+  // Checks the pairs and lowers `first` to the index of the first failing one (b · width + m; it
+  // starts at batch · width). With OpenMP, called by every thread of a parallel region, the loop is
+  // shared among them, and after it every thread reads the same `first`.
+  void run(std::atomic<Index>& first) const {
+    const auto fails = [&](Index b, Index m, bool finite) {
       try {
-        failed = bool(check(i / width, i % width));
+        return bool(check(b, m, finite));
       } catch (...) {
+        return true;
       }
-      if (failed) first = i;
-    }
-    return first < pairs ? check(first / width, first % width) : LayerFailure{};
-  }
+    };
+    const auto lower = [&first](Index i) {
+      Index now = first.load(std::memory_order_relaxed);
+      while (i < now && !first.compare_exchange_weak(now, i, std::memory_order_relaxed)) {
+      }
+    };
+    if (spread) {
+#if defined(ABC_WITH_OPENMP)
+#  pragma omp for schedule(static)
 #endif
-  (void)parallel;
-  for (Index i = 0; i < pairs; ++i)
-    if (LayerFailure f = check(i / width, i % width)) return f;
-  return {};
-}
+      for (Index i = 0; i < batch * width; ++i)
+        if (i < first.load(std::memory_order_relaxed) && fails(i / width, i % width, false)) lower(i);
+    } else {
+#if defined(ABC_WITH_OPENMP)
+#  pragma omp for schedule(static)
+#endif
+      for (Index b = 0; b < batch; ++b) {
+        if (b * width >= first.load(std::memory_order_relaxed)) continue;  // a pair before these failed
+        const bool finite = sequence_finite(b);
+        for (Index m = 0; m < width; ++m)
+          if (fails(b, m, finite)) {
+            lower(b * width + m);
+            break;
+          }
+      }
+    }
+  }
+  // The failure of pair `first`, found again on the calling thread; none when first is batch · width.
+  LayerFailure failure(Index first) const {
+    if (first >= batch * width) return {};
+    const Index b = first / width;
+    return check(b, first % width, !spread && sequence_finite(b));
+  }
+};
+
+// What a layer's checks do with their pairs' checks when the call only checks (validate()): find
+// the first failure, with spread checks on OpenMP threads (a short call's are not worth starting a
+// parallel region).
+struct FirstFailure {
+  template <class SequenceFinite, class Check>
+  LayerFailure operator()(const PairChecks<SequenceFinite, Check>& checks) const {
+    std::atomic<Index> first{checks.batch * checks.width};
+#if defined(ABC_WITH_OPENMP)
+    if (checks.spread) {
+#  pragma omp parallel
+      checks.run(first);
+      return checks.failure(first.load());
+    }
+#endif
+    for (Index b = 0; b < checks.batch; ++b) {  // PairChecks::run's order, stopping at the first failure
+      const bool finite = !checks.spread && checks.sequence_finite(b);
+      for (Index m = 0; m < checks.width; ++m)
+        if (LayerFailure f = checks.check(b, m, finite)) return f;
+    }
+    return {};
+  }
+};
+
+// What a layer call has its checks do: check the pairs and, when none fails, prepare(b) for every
+// sequence (if `prepares`: the control logits a call projects once per sequence), then run(b, m)
+// for every pair. With OpenMP all of it is one parallel region: the checks are spread over the
+// threads and cost no region of their own (at a decode step a region costs more than the checks),
+// and the loops' barriers keep every write after every check, so a failed call has written
+// nothing. An exception of prepare or run (only an allocation failure can occur once the checks
+// have passed) never leaves the region: the first is kept and rethrown after it; a failed prepare
+// runs no pair.
+template <class Prepare, class Run>
+struct CheckThenRun {
+  bool prepares;
+  const Prepare& prepare;
+  const Run& run;
+  template <class SequenceFinite, class Check>
+  LayerFailure operator()(const PairChecks<SequenceFinite, Check>& checks) const {
+    const Index batch = checks.batch, width = checks.width, pairs = batch * width;
+#if defined(ABC_WITH_OPENMP)
+    std::atomic<Index> first{pairs};
+    std::exception_ptr error;
+    std::atomic<bool> failed_prepare{false};
+    const auto keep = [&error] {
+#  pragma omp critical(abc_multi_head_error)
+      if (!error) error = std::current_exception();
+    };
+#  pragma omp parallel
+    {
+      checks.run(first);
+      // The checks' loop and its barrier have passed: every thread reads the same `first`.
+      if (first.load(std::memory_order_relaxed) == pairs) {
+        if (prepares) {
+#  pragma omp for schedule(static)
+          for (Index b = 0; b < batch; ++b) {
+            try {
+              prepare(b);
+            } catch (...) {
+              failed_prepare.store(true, std::memory_order_relaxed);
+              keep();
+            }
+          }
+        }
+        if (!failed_prepare.load(std::memory_order_relaxed)) {
+#  pragma omp for schedule(static)
+          for (Index i = 0; i < pairs; ++i) {
+            try {
+              run(i / width, i % width);
+            } catch (...) {
+              keep();
+            }
+          }
+        }
+      }
+    }
+    if (error) std::rethrow_exception(error);
+    return checks.failure(first.load());
+#else
+    if (LayerFailure f = FirstFailure{}(checks)) return f;
+    if (prepares)
+      for (Index b = 0; b < batch; ++b) prepare(b);
+    for (Index i = 0; i < pairs; ++i) run(i / width, i % width);
+    return {};
+#endif
+  }
+};
 
 // Whether a call's checks are worth spreading over threads: each (sequence, memory) pair checks
 // `heads_per_pair` heads of `t`'s shape over a sequence's mean length, and a decode step's few rows

@@ -159,9 +159,8 @@ class MultiHeadCache {
 
   void run(const char* where, Pool* pool, const std::vector<SeqId>* ids, const Tensor& q, const Tensor& k,
            const Tensor& v, const HeadTensor<T>& out) const {
-    std::vector<std::vector<state_type>*> states;
-    detail::raise(where, problem(pool, ids, q, k, v, out, states));
-    detail::for_each_pair(q.batch(), memories(), [&](Index b, Index m) {
+    std::vector<std::vector<state_type>*> states;  // filled by the checks, before any pair runs
+    const auto pair = [&](Index b, Index m) {
       const Attention& a = memories_[std::size_t(m)];
       const detail::HeadGroup g = group(m);
       const auto query = [&](Index i) { return q.head(b, g.first + i); };
@@ -173,13 +172,19 @@ class MultiHeadCache {
         state_type s = a.make_state(k.dim(), v.dim());
         a.advance(s, g.count, query, output, k.head(b, kv_of(m)), v.head(b, kv_of(m)));
       }
-    });
+    };
+    const auto none = [](Index) {};
+    using Then = detail::CheckThenRun<decltype(none), decltype(pair)>;
+    detail::raise(where, problem(pool, ids, q, k, v, out, states, Then{false, none, pair}));
   }
 
-  // Every check of a call, before anything runs; with a pool, `states` receives each sequence's.
-  template <class PoolT, class Held>
+  // Every check of a call, before anything runs: the whole call's here, the pairs' handed to `then`
+  // (detail::FirstFailure, or a detail::CheckThenRun that runs the pairs once they pass); with a
+  // pool, `states` receives each sequence's before `then` is called.
+  template <class PoolT, class Held, class Then = detail::FirstFailure>
   detail::LayerFailure problem(PoolT* pool, const std::vector<SeqId>* ids, const Tensor& q, const Tensor& k,
-                               const Tensor& v, const HeadTensor<T>& out, std::vector<Held*>& states) const {
+                               const Tensor& v, const HeadTensor<T>& out, std::vector<Held*>& states,
+                               const Then& then = {}) const {
     using detail::layer_failure;
     using detail::value_problem;
     const Status shape = Status::shape_mismatch;
@@ -199,9 +204,11 @@ class MultiHeadCache {
         if (auto p = a.make_problem(k.dim(), v.dim())) return layer_failure(p);
     }
     const bool spread = detail::spread_checks(q, heads_ / memories() + 2);  // the group's q, k and v
-    // As MultiHeadAttention: a short call checks finiteness once per tensor.
-    const bool finite = !spread && q.all_finite() && k.all_finite() && v.all_finite();
-    return detail::first_failure(q.batch(), memories(), spread, [&](Index b, Index m) -> detail::LayerFailure {
+    // As MultiHeadAttention: a short call checks finiteness once per tensor and sequence.
+    const auto sequence_finite = [&](Index b) {
+      return q.all_finite(b, 0, q.heads()) && k.all_finite(b, 0, k.heads()) && v.all_finite(b, 0, v.heads());
+    };
+    const auto check = [&](Index b, Index m, bool finite) -> detail::LayerFailure {
       if (m == 0 && out.length(b) != q.length(b)) return detail::length_failure(b, out.length(b), q.length(b));
       const Attention& a = memories_[std::size_t(m)];
       const detail::HeadGroup g = group(m);
@@ -214,7 +221,8 @@ class MultiHeadCache {
         for (Index h = g.first + 1; h < g.first + g.count; ++h)
           if (auto f = detail::finite_problem("q", q.head(b, h))) return layer_failure(f);
       return {};
-    });
+    };
+    return then(detail::PairChecks<decltype(sequence_finite), decltype(check)>{q.batch(), memories(), spread, sequence_finite, check});
   }
 
   std::vector<Attention> memories_;
