@@ -133,22 +133,25 @@ void axpy(T p, const S* x, T* out, Index n) noexcept {
 }
 
 // Over an n × d column-major block (column j at cols + j · ld): entry (l, j) ← a_l · entry + w_l · x_j
-// when Update, then dots_l = scale · Σ_j entry(l, j) · q_j.
+// when Update, then dots_l = scale · Σ_j entry(l, j) · q_j. Column by column, so memory is walked in
+// order (a slot at a time would stride by ld, a cache line per entry once n is large); each dot
+// still sums over j in order, in dots_l.
 template <bool Update, class T, class S>
 void columns_dot(S* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
                  T* dots) noexcept {
-  for (Index l = 0; l < n; ++l) {
-    T acc = T(0);
-    for (Index j = 0; j < d; ++j) {
-      T e = load_elem(cols + l + j * ld);
+  for (Index l = 0; l < n; ++l) dots[l] = T(0);
+  for (Index j = 0; j < d; ++j) {
+    S* col = cols + j * ld;
+    for (Index l = 0; l < n; ++l) {
+      T e = load_elem(col + l);
       if constexpr (Update) {
         e = mul_add(a[l], e, w[l] * x[j]);
-        store_elem(cols + l + j * ld, e);
+        store_elem(col + l, e);
       }
-      acc = mul_add(e, q[j], acc);
+      dots[l] = mul_add(e, q[j], dots[l]);
     }
-    dots[l] = scale * acc;
   }
+  for (Index l = 0; l < n; ++l) dots[l] *= scale;
 }
 
 // out = Σ_l p_l · row_l over n rows of width dv at stride ld (overwritten); rows with p_l = 0 are
