@@ -283,6 +283,29 @@ void run_gqa_step(benchmark::State& st, bool shared, bool validate_only = false,
   set_counters(st, double(B), 0, double(pool.bytes()));
 }
 
+// One sequence of N tokens through a 16-head layer (d = 64) whose tensors are [batch, seq, heads,
+// dim] ("bshd": a head's rows 16 · 64 floats apart) or [batch, heads, seq, dim] ("bhsd": contiguous),
+// forward or forward_causal: what the layout costs a long call (bench/README.md, "layouts").
+template <class Control>
+void run_layout(benchmark::State& st, const Control& control, bool bshd, bool causal) {
+  const Index H = 16, N = st.range(0);
+  const abc::MultiHeadAttention<Control> mha(control, H, H);
+  const Mat q = Mat::Random(N, H * kD), k = Mat::Random(N, H * kD), v = Mat::Random(N, H * kD);
+  Mat out(N, H * kD);
+  using In = abc::HeadTensor<const float>;
+  using Out = abc::HeadTensor<float>;
+  const auto in = [&](const Mat& m) { return bshd ? In::bshd(m.data(), 1, N, H, kD) : In::bhsd(m.data(), 1, H, N, kD); };
+  const auto ot = bshd ? Out::bshd(out.data(), 1, N, H, kD) : Out::bhsd(out.data(), 1, H, N, kD);
+  for (auto _ : st) {
+    if (causal)
+      mha.forward_causal(in(q), in(k), in(v), ot);
+    else
+      mha.forward(in(q), in(k), in(v), ot);
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_counters(st, double(N), 0, 0);
+}
+
 // Gaussian RFA with D random features on normalised inputs (the maps' default), σ = 1.6 (inverse
 // temperature s² ≈ 2.6).
 abc::control::RandomFeature<float> rfa(Index D) {
@@ -401,6 +424,17 @@ void register_all() {
   benchmark::RegisterBenchmark("gqa/mlp/validate", [](benchmark::State& st) { run_gqa_step(st, true, true); })
       ->Args({1, 64})
       ->Unit(benchmark::kMicrosecond);
+  // Layouts: layout/<control>/<form>/<bshd|bhsd>/<N>.
+  for (const bool causal : {false, true})
+    for (const bool bshd : {true, false}) {
+      const std::string tail = std::string(causal ? "forward_causal/" : "forward/") + (bshd ? "bshd" : "bhsd");
+      benchmark::RegisterBenchmark(("layout/mlp/" + tail).c_str(), [=](benchmark::State& st) {
+        run_layout(st, abc::control::Mlp<float>(abc::Slots{64}, kD, abc::Seed{1}), bshd, causal);
+      })->Arg(4096)->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(("layout/window/" + tail).c_str(), [=](benchmark::State& st) {
+        run_layout(st, abc::control::SlidingWindow<float>{64}, bshd, causal);
+      })->Arg(4096)->Unit(benchmark::kMillisecond);
+    }
   // The chunk size C (abc::Options::chunk) of the chunked causal kernel at N = 4096 and each n:
   // the measurement behind the default. Names: chunk/<control>/forward_causal/<N>/<n>/<C>.
   for (const std::string name : {"mlp", "rfa"})

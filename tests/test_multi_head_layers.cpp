@@ -83,7 +83,8 @@ TEMPLATE_TEST_CASE("the control input reaches every multi-head form: shared and 
   using T = TestType;
   using Mlp = abc::control::Mlp<T>;
   const Index H = 4, d = 6, dv = 5, dx = 7, n = 5;
-  const std::vector<Index> lengths = {13, 1, 0, 9};
+  // 40 tokens: long enough that a layout with a head's rows apart (bshd, packed) runs on copies.
+  const std::vector<Index> lengths = {13, 1, 0, 40};
   for (Layout layout : {Layout::bshd, Layout::bhsd, Layout::packed})
     for (Index kv : {Index(4), Index(2), Index(1)})
       for (bool per_query_head : {false, true})

@@ -57,6 +57,15 @@
 #  define ABC_FORCE_INLINE inline
 #endif
 
+// ABC_PREFETCH(p, write): a hint to fetch the cache line at p, to be read (write = 0) or written
+// (write = 1), where the access pattern is one the hardware's prefetchers do not follow (rows a page
+// or more apart); nothing on compilers without the builtin.
+#if defined(__GNUC__) || defined(__clang__)
+#  define ABC_PREFETCH(p, write) __builtin_prefetch(p, write)
+#else
+#  define ABC_PREFETCH(p, write) static_cast<void>(p)
+#endif
+
 // The instruction set this translation unit is compiled for, as xsimd's default architecture
 // names it (kernel/simd.hpp), or scalar. Every abc entity lives in an inline namespace named after
 // it (abc::isa_avx512bw::BoundedAttention, spelled abc::BoundedAttention), so translation units

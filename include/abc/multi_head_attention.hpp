@@ -336,12 +336,23 @@ class MultiHeadAttention {
     const auto pair = [&](Index b, Index m) {
       const attention_type& a = memories_[std::size_t(m)];
       const kernel::Engine<Control> e = engine(a);
-      const auto kh = k.head(b, kv_of(m));
-      const auto vh = v.head(b, kv_of(m));
-      const Eigen::Ref<const Matrix<T>> input = input_of(b, m, x, logits, kh);
       const Group g = group(m);
-      const auto query = [&](Index i) { return q.head(b, g.first + i); };
-      const auto output = [&](Index i) { return out.head(b, g.first + i); };
+      // A long sequence whose heads' rows lie far apart runs on contiguous copies (packed_head).
+      Matrix<T> kb, vb, xb;
+      std::vector<Matrix<T>> qb(packs(q, b) ? std::size_t(g.count) : 0), ob(packs(out, b) ? std::size_t(g.count) : 0);
+      const auto kh = packed_head(k, b, kv_of(m), kb);
+      const auto vh = packed_head(v, b, kv_of(m), vb);
+      const bool own_x = x && !projected;
+      const Eigen::Ref<const Matrix<T>> input = own_x ? Eigen::Ref<const Matrix<T>>(packed_head(*x, b, x->heads() == 1 ? 0 : m, xb))
+                                                      : input_of(b, m, x, logits, kh);
+      for (Index i = 0; i < Index(qb.size()); ++i) packed_head(q, b, g.first + i, qb[std::size_t(i)]);
+      const auto query = [&](Index i) {
+        return qb.empty() ? q.head(b, g.first + i) : in_rows(qb[std::size_t(i)]);
+      };
+      for (auto& o : ob) o.resize(out.length(b), out.dim());
+      const auto output = [&](Index i) {
+        return ob.empty() ? out.head(b, g.first + i) : out_rows(ob[std::size_t(i)]);
+      };
       if (form == Form::non_causal) {
         state_type s = a.make_state(k.dim(), v.dim());
         e.build_memory(s, kh, vh, input, projected);
@@ -356,6 +367,10 @@ class MultiHeadAttention {
       } else {
         e.run_causal((*states[std::size_t(b)])[std::size_t(m)], g.count, query, output, kh, vh, input, projected);
       }
+      for (Index i = 0; i < Index(ob.size()); ++i) {
+        auto o = out.head(b, g.first + i);
+        copy_rows(ob[std::size_t(i)].data(), o.cols(), o.data(), o.outerStride(), o.rows(), o.cols());
+      }
     };
     using Then = detail::CheckThenRun<decltype(prepare), decltype(pair)>;
     detail::raise(where, problem(form, pool, ids, q, k, v, x, out, &states, Then{projected, prepare, pair}));
@@ -363,6 +378,49 @@ class MultiHeadAttention {
 
   // The key/value head memory m is written from.
   Index kv_of(Index m) const noexcept { return memories() == heads_ ? kv_head(m) : m; }
+
+  // Whether sequence b of t is worth copying to contiguous rows for its pair's kernels: its rows
+  // lie apart (a [batch, seq, heads, dim] tensor's rows of one head are heads · dim entries apart,
+  // 4 KiB at 16 heads of 64 floats, so a long call's rows fall into few cache sets and prefetch
+  // streams) and it is long enough for the copy, O(length · dim) against the kernels'
+  // O(length · slots · dim), to be lost in the time it saves. A decode step's one row is read in place.
+  template <class S>
+  static bool packs(const HeadTensor<S>& t, Index b) noexcept {
+    constexpr Index pack_rows = 32;
+    return t.seq_stride() != t.dim() && t.length(b) >= pack_rows;
+  }
+  // Sequence b, head h of t: in place, or (packs) copied into `buf` and read from there.
+  static typename Tensor::map_type packed_head(const Tensor& t, Index b, Index h, Matrix<T>& buf) {
+    if (!packs(t, b)) return t.head(b, h);
+    const auto src = t.head(b, h);
+    buf.resize(src.rows(), src.cols());
+    copy_rows(src.data(), src.outerStride(), buf.data(), buf.cols(), src.rows(), src.cols());
+    return in_rows(buf);
+  }
+  // rows × cols entries from rows `from_stride` apart to rows `to_stride` apart. The spaced side's
+  // rows are a page or more apart, where the hardware's prefetchers do not follow, so its lines are
+  // fetched a few rows ahead.
+  static void copy_rows(const T* from, Index from_stride, T* to, Index to_stride, Index rows, Index cols) noexcept {
+    constexpr Index ahead = 8, line = 64;
+    const Index bytes = cols * Index(sizeof(T));
+    for (Index i = 0; i < rows; ++i) {
+      if (i + ahead < rows) {
+        const char* src = reinterpret_cast<const char*>(from + (i + ahead) * from_stride);
+        char* dst = reinterpret_cast<char*>(to + (i + ahead) * to_stride);
+        for (Index at = 0; at < bytes; at += line) {
+          if (from_stride != cols) ABC_PREFETCH(src + at, 0);
+          if (to_stride != cols) ABC_PREFETCH(dst + at, 1);
+        }
+      }
+      std::copy(from + i * from_stride, from + i * from_stride + cols, to + i * to_stride);
+    }
+  }
+  static typename Tensor::map_type in_rows(const Matrix<T>& m) noexcept {
+    return typename Tensor::map_type(m.data(), m.rows(), m.cols(), Eigen::OuterStride<>(m.cols()));
+  }
+  static typename HeadTensor<T>::map_type out_rows(Matrix<T>& m) noexcept {
+    return typename HeadTensor<T>::map_type(m.data(), m.rows(), m.cols(), Eigen::OuterStride<>(m.cols()));
+  }
 
   void build_memories(Pool& pool, const std::vector<SeqId>& ids, const Tensor& k, const Tensor& v,
                       const Tensor* x) const {
@@ -428,9 +486,9 @@ class MultiHeadAttention {
     using detail::CallForm;
     const CallForm mode = form == Form::non_causal ? CallForm::non_causal : keys_only ? CallForm::memory : CallForm::causal;
     const bool spread = detail::spread_checks(k, heads_ / memories() + 2);  // the group's q, k and v
-    // A short call (a decode step) finds its inputs finite in one pass per tensor and sequence, not
-    // a pass per head; a long one checks each pair's heads on that pair's thread. Where an input
-    // is not finite, the pairs find which.
+    // A call finds its inputs finite in one pass per tensor and sequence, not a pass per head, but a
+    // long one whose heads' rows lie together checks each pair's heads on that pair's thread
+    // (detail::by_pairs). Where an input is not finite, the pairs find which.
     const auto sequence_finite = [&](Index b) {
       return (keys_only || q.all_finite(b, 0, q.heads())) && k.all_finite(b, 0, k.heads()) &&
              v.all_finite(b, 0, v.heads()) && (!x || x->all_finite(b, 0, x->heads()));
@@ -457,7 +515,8 @@ class MultiHeadAttention {
           if (auto p = detail::finite_problem("q", q.head(b, h))) return failure(p);
       return {};
     };
-    return then(detail::PairChecks<decltype(sequence_finite), decltype(check)>{k.batch(), memories(), spread, sequence_finite, check});
+    using Checks = detail::PairChecks<decltype(sequence_finite), decltype(check)>;
+    return then(Checks{k.batch(), memories(), spread, detail::by_pairs(k, spread), sequence_finite, check});
   }
 
   // The checks of read(pool, ids, q, out); `states` receives each sequence's states.

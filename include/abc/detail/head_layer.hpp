@@ -91,17 +91,17 @@ void for_each_pair(Index batch, Index width, F&& f) {
 }
 
 // The checks of a layer call's (sequence, memory) pairs, as a serial loop in b-major order would
-// run them, and the first pair that fails. Spread checks (a long call's, worth spreading over
-// threads) go pair by pair, each pair checking its own heads (`finite` false). A short call's go a
-// sequence at a time: the sequence's inputs are found finite in one pass per tensor
-// (`sequence_finite(b)`), then check(b, m, finite) for each of its pairs (which, with finite
-// inputs, need only look at what differs between sequences). A check only reads; one that throws
-// (an allocation while it builds a message) counts as failing and is run again on the calling
-// thread by failure(), where it throws: nothing escapes a parallel region.
+// run them, and the first pair that fails. They go a sequence at a time: the sequence's inputs
+// found finite in one pass per tensor (`sequence_finite(b)`), then check(b, m, finite) for each of
+// its pairs (which, with finite inputs, need only look at what differs between sequences); or, with
+// `by_pairs`, pair by pair, each pair checking its own heads (`finite` false). A check only reads;
+// one that throws (an allocation while it builds a message) counts as failing and is run again on
+// the calling thread by failure(), where it throws: nothing escapes a parallel region.
 template <class SequenceFinite, class Check>
 struct PairChecks {
   Index batch, width;
-  bool spread;
+  bool spread;    // a long call's checks, worth a parallel region of their own (validate())
+  bool by_pairs;  // see by_pairs()
   const SequenceFinite& sequence_finite;
   const Check& check;
 
@@ -121,7 +121,7 @@ struct PairChecks {
       while (i < now && !first.compare_exchange_weak(now, i, std::memory_order_relaxed)) {
       }
     };
-    if (spread) {
+    if (by_pairs) {
 #if defined(ABC_WITH_OPENMP)
 #  pragma omp for schedule(static)
 #endif
@@ -146,7 +146,7 @@ struct PairChecks {
   LayerFailure failure(Index first) const {
     if (first >= batch * width) return {};
     const Index b = first / width;
-    return check(b, first % width, !spread && sequence_finite(b));
+    return check(b, first % width, !by_pairs && sequence_finite(b));
   }
 };
 
@@ -165,7 +165,7 @@ struct FirstFailure {
     }
 #endif
     for (Index b = 0; b < checks.batch; ++b) {  // PairChecks::run's order, stopping at the first failure
-      const bool finite = !checks.spread && checks.sequence_finite(b);
+      const bool finite = !checks.by_pairs && checks.sequence_finite(b);
       for (Index m = 0; m < checks.width; ++m)
         if (LayerFailure f = checks.check(b, m, finite)) return f;
     }
@@ -236,6 +236,17 @@ struct CheckThenRun {
 #endif
   }
 };
+
+// Whether a long call checks its pairs pair by pair (PairChecks::by_pairs) rather than a sequence
+// at a time: where a head's rows lie together (t's rows one head's, [batch, heads, seq, dim]) a pair
+// reads its heads in memory order, and the pairs are more to share among threads than the
+// sequences; where they lie apart ([batch, seq, heads, dim]: heads · dim entries apart, a page or
+// more for common sizes), a pair's pass would touch a page per row, several times slower than a
+// pass over the sequence's rows, which hold all its heads together.
+template <class Tensor>
+bool by_pairs(const Tensor& t, bool spread) noexcept {
+  return spread && t.seq_stride() == t.dim();
+}
 
 // Whether a call's checks are worth spreading over threads: each (sequence, memory) pair checks
 // `heads_per_pair` heads of `t`'s shape over a sequence's mean length, and a decode step's few rows

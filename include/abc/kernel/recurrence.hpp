@@ -8,6 +8,7 @@
 
 #include "../schedule.hpp"
 #include "../types.hpp"
+#include "rows.hpp"
 #include "softmax_slots.hpp"
 
 ABC_NAMESPACE_BEGIN
@@ -141,7 +142,7 @@ void causal_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool has_deca
     mark_written<T>(has_decay, a, w, m.written);
     for (Index g = 0; g < heads; ++g) {
       ReadScratch<T>& r = ws.read(g);
-      ws.scores.noalias() = r.gram.row(t).head(t + 1) * eff.topRows(t + 1);
+      weighted_rows(eff.data(), n, t + 1, n, r.gram.row(t).data(), ws.scores.data());  // Σ_{i≤t} (q_t·k_i) E_t[i]
       if (has_decay)
         ws.scores.array() += ws.dcum.array() * r.prev.row(t).array();
       else

@@ -222,7 +222,8 @@ class MultiHeadCache {
           if (auto f = detail::finite_problem("q", q.head(b, h))) return layer_failure(f);
       return {};
     };
-    return then(detail::PairChecks<decltype(sequence_finite), decltype(check)>{q.batch(), memories(), spread, sequence_finite, check});
+    using Checks = detail::PairChecks<decltype(sequence_finite), decltype(check)>;
+    return then(Checks{q.batch(), memories(), spread, detail::by_pairs(q, spread), sequence_finite, check});
   }
 
   std::vector<Attention> memories_;
