@@ -82,7 +82,8 @@ struct Tensor {
 };
 
 // Layout, batch, lengths: bshd / bhsd with optional lengths, or packed offsets; sizes small and
-// mostly consistent, sometimes negative or inconsistent.
+// mostly consistent, sometimes negative or inconsistent, and now and then a sequence long enough
+// (32 tokens and more) for a call to run it on contiguous copies of its heads.
 struct Layout {
   int kind = 0;  // 0 bshd, 1 bhsd, 2 packed
   Index batch = 0, seq = 0;
@@ -94,9 +95,11 @@ Layout draw_layout(Reader& in, Index batch) {
   l.kind = in.byte() % 3;
   l.batch = batch;
   l.seq = in.index(0, 6) - (in.byte() == 255 ? 8 : 0);
+  if (in.byte() == 253) l.seq += 34;
   if (l.kind == 2) {
     l.offsets.push_back(in.byte() == 255 ? 1 : 0);
-    for (Index b = 0; b < batch; ++b) l.offsets.push_back(l.offsets.back() + in.index(0, 5) - (in.byte() == 254 ? 7 : 0));
+    for (Index b = 0; b < batch; ++b)
+      l.offsets.push_back(l.offsets.back() + in.index(0, 5) - (in.byte() == 254 ? 7 : 0) + (in.byte() == 253 ? 34 : 0));
   } else if (in.byte() & 1) {
     for (Index b = 0; b < batch; ++b) l.lengths.push_back(in.index(-1, 6));
   }
