@@ -227,12 +227,21 @@ class Attention {
     return py::bytes(reinterpret_cast<const char*>(blob.data()), blob.size());
   }
 
-  State load_state(const py::bytes& blob) const {
+  // abc::load_state keeps its destination's storage (a blob holds the widened memory whatever the
+  // storage it was saved from): a state in another storage is made to the blob's widths and loaded again.
+  State load_state(const py::bytes& blob, const std::string& storage) const {
+    const abc::StateStorage kept = storage_of(storage, "load_state");
     char* data = nullptr;
     py::ssize_t size = 0;
     if (PyBytes_AsStringAndSize(blob.ptr(), &data, &size) != 0) throw py::error_already_set();
+    const auto* bytes = reinterpret_cast<const std::uint8_t*>(data);
     State s;
-    abc::load_state(attn_, reinterpret_cast<const std::uint8_t*>(data), static_cast<std::size_t>(size), s);
+    abc::load_state(attn_, bytes, static_cast<std::size_t>(size), s);
+    if (kept != s.storage()) {
+      State held = attn_.make_state(s.key_dim(), s.value_dim(), kept);
+      abc::load_state(attn_, bytes, static_cast<std::size_t>(size), held);
+      return held;
+    }
     return s;
   }
 
@@ -314,7 +323,9 @@ py::class_<Attention<Control>> bind_attention(py::module_& m, const std::string&
            "An empty state for keys of width d, values of width dv; storage 'bfloat16' (float32 only) "
            "holds its memory in bfloat16 between calls.")
       .def("save_state", &A::save_state, py::arg("state"), "The state as abc's versioned binary blob (bytes).")
-      .def("load_state", &A::load_state, py::arg("blob"), "A state from a blob written by save_state.");
+      .def("load_state", &A::load_state, py::arg("blob"), py::arg("storage") = "native",
+           "A state from a blob written by save_state, held in `storage` ('native', or 'bfloat16' for "
+           "float32: the blob's memory rounded to bfloat16).");
   if constexpr (has_backward<Control>) {
     c.def("backward", &A::backward, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("d_out"), x_none,
           "Gradients of forward: dict with q, k, v, x (when given) and the control's parameters.")

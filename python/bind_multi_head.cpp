@@ -113,15 +113,22 @@ class MultiHead {
   // Adds sequence id with the states of save_state's blobs (one per memory, in memory order): a
   // decode resumed. Each blob is read by memory m's abc::load_state, then the layer's add checks the
   // states together; a failure changes nothing.
-  void load_state(Pool& pool, SeqId id, const std::vector<py::bytes>& blobs) const {
+  void load_state(Pool& pool, SeqId id, const std::vector<py::bytes>& blobs, const std::string& storage) const {
     using State = typename Layer::state_type;
+    const abc::StateStorage kept = storage_of(storage, "load_state");
     if (blobs.size() != std::size_t(layer_.memories()))
       layer_.add(pool, id, std::vector<State>(blobs.size()));  // throws: the wrong count, by name
     std::vector<State> states(blobs.size());
     for (abc::Index m = 0; m < layer_.memories(); ++m) {
       const std::string blob = blobs[std::size_t(m)];
-      abc::load_state(layer_.memory(m), reinterpret_cast<const std::uint8_t*>(blob.data()), blob.size(),
-                      states[std::size_t(m)]);
+      const auto* bytes = reinterpret_cast<const std::uint8_t*>(blob.data());
+      State& s = states[std::size_t(m)];
+      abc::load_state(layer_.memory(m), bytes, blob.size(), s);
+      if (kept != s.storage()) {  // made to the blob's widths in `storage`, loaded again (load_state keeps it)
+        State held = layer_.memory(m).make_state(s.key_dim(), s.value_dim(), kept);
+        abc::load_state(layer_.memory(m), bytes, blob.size(), held);
+        s = std::move(held);
+      }
     }
     layer_.add(pool, id, std::move(states));
   }
@@ -247,9 +254,10 @@ py::class_<MultiHead<Control>> bind_multi_head(py::module_& m, const std::string
            "Sequence id's states as abc's blobs (a list of bytes, one per memory); memory(m).load_state(blob) "
            "reads blob m back.")
       .def("load_state", &MH::load_state, py::arg("pool"), py::arg("id"), py::arg("blobs"),
+           py::arg("storage") = "native",
            "Adds sequence id (not in the pool yet) with the states of save_state's blobs, one per memory in "
-           "memory order: a decode resumed where it stopped. Every blob and state is checked first; a failure "
-           "changes nothing.");
+           "memory order: a decode resumed where it stopped, its states held in `storage` ('native', or "
+           "'bfloat16' for float32). Every blob and state is checked first; a failure changes nothing.");
   return c;
 }
 

@@ -61,11 +61,21 @@ def bfloat16_storage(rng):
         assert not np.any(m.view(np.uint32) & 0xFFFF) and m.dtype == np.float32
     loaded = attn.load_state(attn.save_state(packed))
     assert loaded.storage == "native" and np.array_equal(loaded.keys, packed.keys)
+    # Loaded into bfloat16 storage: a bfloat16 state's blob comes back as it was; a float32 state's
+    # memory comes back rounded, as the bfloat16 state decoding beside it holds it.
+    again = attn.load_state(attn.save_state(packed), storage="bfloat16")
+    assert again.storage == "bfloat16" and again == packed
+    rounded = attn.load_state(attn.save_state(wide), storage="bfloat16")
+    assert rounded.storage == "bfloat16" and rounded.position == wide.position
+    assert not np.any(rounded.keys.view(np.uint32) & 0xFFFF)
+    assert np.allclose(rounded.keys, wide.keys, rtol=2 ** -8, atol=0) and not np.array_equal(rounded.keys, wide.keys)
     for make, want in ((lambda: abc.Mlp(np.ones((n, d))).make_state(d, dv, storage="bfloat16"),
                         "abc::BoundedAttention::make_state: storage is StateStorage::bfloat16, expected "
                         "StateStorage::native for a double state"),
                        (lambda: attn.make_state(d, dv, storage="fp16"),
-                        "make_state: storage is 'fp16', expected 'native' or 'bfloat16'")):
+                        "make_state: storage is 'fp16', expected 'native' or 'bfloat16'"),
+                       (lambda: attn.load_state(attn.save_state(wide), storage="fp16"),
+                        "load_state: storage is 'fp16', expected 'native' or 'bfloat16'")):
         try:
             make()
             raise AssertionError("accepted: " + want)
@@ -75,6 +85,10 @@ def bfloat16_storage(rng):
     pool = mha.make_pool()
     mha.add(pool, 1, d, dv, storage="bfloat16")
     assert [s.storage for s in pool.states(1)] == ["bfloat16", "bfloat16"]
+    mha.load_state(pool, 2, mha.save_state(pool, 1), storage="bfloat16")
+    mha.load_state(pool, 3, mha.save_state(pool, 1))
+    assert [s.storage for s in pool.states(2)] == ["bfloat16", "bfloat16"] and pool.states(2) == pool.states(1)
+    assert [s.storage for s in pool.states(3)] == ["native", "native"]
 
 
 def main():
