@@ -117,6 +117,21 @@ inline abc::StateStorage storage_of(const std::string& name, const char* call) {
   throw abc::config_error(std::string(call) + ": storage is '" + name + "', expected 'native' or 'bfloat16'");
 }
 
+// The state of a blob, held in `kept`: abc::load_state keeps its destination's storage but checks
+// the widths of any destination not default-constructed, so a state in another storage than a
+// default one's is made to the widths the first load read, and the blob loaded into it.
+template <class Control>
+abc::State<typename Control::scalar_type> load_held(const abc::BoundedAttention<Control>& attn,
+                                                    const std::uint8_t* bytes, std::size_t size,
+                                                    abc::StateStorage kept) {
+  abc::State<typename Control::scalar_type> s;
+  abc::load_state(attn, bytes, size, s);
+  if (kept == s.storage()) return s;
+  abc::State<typename Control::scalar_type> held = attn.make_state(s.key_dim(), s.value_dim(), kept);
+  abc::load_state(attn, bytes, size, held);
+  return held;
+}
+
 // abc::Options from the factories' keyword arguments (every other option keeps abc's default).
 inline abc::Options make_options(double scale, abc::Index chunk) {
   abc::Options o;
@@ -227,22 +242,12 @@ class Attention {
     return py::bytes(reinterpret_cast<const char*>(blob.data()), blob.size());
   }
 
-  // abc::load_state keeps its destination's storage (a blob holds the widened memory whatever the
-  // storage it was saved from): a state in another storage is made to the blob's widths and loaded again.
   State load_state(const py::bytes& blob, const std::string& storage) const {
     const abc::StateStorage kept = storage_of(storage, "load_state");
     char* data = nullptr;
     py::ssize_t size = 0;
     if (PyBytes_AsStringAndSize(blob.ptr(), &data, &size) != 0) throw py::error_already_set();
-    const auto* bytes = reinterpret_cast<const std::uint8_t*>(data);
-    State s;
-    abc::load_state(attn_, bytes, static_cast<std::size_t>(size), s);
-    if (kept != s.storage()) {
-      State held = attn_.make_state(s.key_dim(), s.value_dim(), kept);
-      abc::load_state(attn_, bytes, static_cast<std::size_t>(size), held);
-      return held;
-    }
-    return s;
+    return load_held(attn_, reinterpret_cast<const std::uint8_t*>(data), static_cast<std::size_t>(size), kept);
   }
 
  private:

@@ -118,17 +118,10 @@ class MultiHead {
     const abc::StateStorage kept = storage_of(storage, "load_state");
     if (blobs.size() != std::size_t(layer_.memories()))
       layer_.add(pool, id, std::vector<State>(blobs.size()));  // throws: the wrong count, by name
-    std::vector<State> states(blobs.size());
+    std::vector<State> states;
     for (abc::Index m = 0; m < layer_.memories(); ++m) {
       const std::string blob = blobs[std::size_t(m)];
-      const auto* bytes = reinterpret_cast<const std::uint8_t*>(blob.data());
-      State& s = states[std::size_t(m)];
-      abc::load_state(layer_.memory(m), bytes, blob.size(), s);
-      if (kept != s.storage()) {  // made to the blob's widths in `storage`, loaded again (load_state keeps it)
-        State held = layer_.memory(m).make_state(s.key_dim(), s.value_dim(), kept);
-        abc::load_state(layer_.memory(m), bytes, blob.size(), held);
-        s = std::move(held);
-      }
+      states.push_back(load_held(layer_.memory(m), reinterpret_cast<const std::uint8_t*>(blob.data()), blob.size(), kept));
     }
     layer_.add(pool, id, std::move(states));
   }

@@ -309,10 +309,10 @@ class MultiHeadAttention {
   }
 
   // Memory m's control input for sequence b: its columns of the projected logits, its own slice of
-  // x, the shared x, or the keys.
+  // x or the shared x (read from `x_copy` where packed_head copies it), or the keys.
   template <class KeyMap>
   Eigen::Ref<const Matrix<T>> input_of(Index b, Index m, const Tensor* x, const std::vector<Matrix<T>>& logits,
-                                       const KeyMap& k) const {
+                                       const KeyMap& k, Matrix<T>& x_copy) const {
     if (!logits.empty()) {
       const Matrix<T>& l = logits[std::size_t(b)];
       const Index at = logit_at_[std::size_t(m)], cols = logit_at_[std::size_t(m) + 1] - at;
@@ -320,7 +320,7 @@ class MultiHeadAttention {
       if (l.rows() == 0) return Eigen::Map<const Matrix<T>>(nullptr, 0, cols);
       return l.middleCols(at, cols);
     }
-    if (x) return x->head(b, x->heads() == 1 ? 0 : m);
+    if (x) return packed_head(*x, b, x->heads() == 1 ? 0 : m, x_copy);
     return k;
   }
 
@@ -342,9 +342,7 @@ class MultiHeadAttention {
       std::vector<Matrix<T>> qb(packs(q, b) ? std::size_t(g.count) : 0), ob(packs(out, b) ? std::size_t(g.count) : 0);
       const auto kh = packed_head(k, b, kv_of(m), kb);
       const auto vh = packed_head(v, b, kv_of(m), vb);
-      const bool own_x = x && !projected;
-      const Eigen::Ref<const Matrix<T>> input = own_x ? Eigen::Ref<const Matrix<T>>(packed_head(*x, b, x->heads() == 1 ? 0 : m, xb))
-                                                      : input_of(b, m, x, logits, kh);
+      const Eigen::Ref<const Matrix<T>> input = input_of(b, m, x, logits, kh, xb);
       for (Index i = 0; i < Index(qb.size()); ++i) packed_head(q, b, g.first + i, qb[std::size_t(i)]);
       const auto query = [&](Index i) {
         return qb.empty() ? q.head(b, g.first + i) : in_rows(qb[std::size_t(i)]);
@@ -433,9 +431,11 @@ class MultiHeadAttention {
     for (auto& b : built)
       for (const auto& a : memories_) b.push_back(with_scratch(a.make_state(k.dim(), v.dim())));
     for_each_pair(k.batch(), [&](Index b, Index m) {
-      const auto kh = k.head(b, kv_of(m));
-      engine(memories_[std::size_t(m)]).build_memory(built[std::size_t(b)][std::size_t(m)], kh, v.head(b, kv_of(m)),
-                                             input_of(b, m, x, logits, kh), !logits.empty());
+      Matrix<T> kb, vb, xb;  // a long source of spaced rows is built from contiguous copies (packed_head)
+      const auto kh = packed_head(k, b, kv_of(m), kb);
+      engine(memories_[std::size_t(m)]).build_memory(built[std::size_t(b)][std::size_t(m)], kh,
+                                                     packed_head(v, b, kv_of(m), vb),
+                                                     input_of(b, m, x, logits, kh, xb), !logits.empty());
     });
     for (std::size_t b = 0; b < built.size(); ++b) pool.states_.emplace(ids[b], std::move(built[b]));
   }
