@@ -204,6 +204,45 @@ TEMPLATE_TEST_CASE("online_normalise matches the scalar oracle, including −∞
     }
 }
 
+// scale_rows / rows_dot: the chunked causal kernel's per-token passes over the chunk's weights (rows
+// of n slots at a stride past n: the padding must stay untouched). rows_dot takes four rows at a time.
+TEMPLATE_TEST_CASE("scale_rows and rows_dot match the scalar oracle and their definitions", "[kernel][rows]", float,
+                   double) {
+  using T = TestType;
+  const Index wd = width<T>();
+  for (Index count : {0, 1, 3, 4, 5, 9})
+    for (Index n : {Index(1), wd - 1, wd, wd + 1, 4 * wd + 3, Index(64)}) {
+      if (n < 1) continue;
+      INFO("count = " << count << ", n = " << n);
+      const Index ld = n + 2, size = 1 + count * ld;
+      const auto a = data<T>(n, 31), x = data<T>(n, 32);
+      auto rows_a = data<T>(size, 30), rows_b = rows_a;
+      const auto before = rows_a;
+      abc::kernel::scale_rows(rows_a.data() + 1, ld, count, n, a.data());
+      abc::kernel::scalar::scale_rows(rows_b.data() + 1, ld, count, n, a.data());
+      REQUIRE(rows_a == rows_b);  // one rounded product per entry on both paths
+      for (Index i = 0; i < count; ++i)
+        for (Index j = 0; j < ld; ++j) {
+          const std::size_t at = std::size_t(1 + i * ld + j);
+          if (j < n)
+            REQUIRE(double(rows_a[at]) == double(before[at] * a[std::size_t(j)]));
+          else
+            REQUIRE(rows_a[at] == before[at]);
+        }
+      REQUIRE(rows_a[0] == before[0]);
+      std::vector<T> out_a(std::size_t(count) + 1, T(7)), out_b = out_a;
+      abc::kernel::rows_dot(rows_a.data() + 1, ld, count, n, x.data(), out_a.data());
+      abc::kernel::scalar::rows_dot(rows_a.data() + 1, ld, count, n, x.data(), out_b.data());
+      for (Index i = 0; i < count; ++i) {
+        double want = 0;
+        for (Index j = 0; j < n; ++j) want += double(rows_a[std::size_t(1 + i * ld + j)]) * double(x[std::size_t(j)]);
+        REQUIRE(std::abs(double(out_a[std::size_t(i)]) - want) <= tol<T>(n));
+        REQUIRE(std::abs(double(out_b[std::size_t(i)]) - want) <= tol<T>(n));
+      }
+      REQUIRE(out_a[std::size_t(count)] == T(7));  // nothing written past the last row
+    }
+}
+
 // The exponentials of a softmax row: −∞ and every exponent below log(smallest normal) give exactly
 // 0 in both paths (the SIMD one must not inherit the tiny non-zero of Eigen 3.4's SSE2/AVX2 exp).
 TEMPLATE_TEST_CASE("exp_sum matches the scalar oracle and its definition; −∞ and underflow give exactly 0",

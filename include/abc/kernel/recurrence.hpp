@@ -8,6 +8,7 @@
 
 #include "../schedule.hpp"
 #include "../types.hpp"
+#include "product.hpp"
 #include "rows.hpp"
 #include "softmax_slots.hpp"
 
@@ -95,7 +96,7 @@ inline constexpr Index build_block = 128;
 // chunk's tokens, shared by every head that reads the memory, and one ReadScratch per head.
 template <class T>
 struct ChunkWorkspace {
-  Matrix<T> decay, write, eff;
+  Matrix<T> decay, write, eff, k_t;  // k_t: the chunk's keys transposed [d × C], sized by the causal kernel
   Eigen::Matrix<T, 1, Eigen::Dynamic> dcum, scores;
   std::vector<ReadScratch<T>> reads;
   ChunkWorkspace(Index chunk, Index n, Index heads = 1)
@@ -103,6 +104,20 @@ struct ChunkWorkspace {
         reads(static_cast<std::size_t>(heads), ReadScratch<T>(chunk, n)) {}
   ReadScratch<T>& read(Index g) noexcept { return reads[static_cast<std::size_t>(g)]; }
 };
+
+// The memory advanced over a chunk: K̃ ← diag(D) K̃ + Eᵀ k and Ṽ ← diag(D) Ṽ + Eᵀ v, for E the
+// tokens' weights at the chunk's end [c × n] and D what the chunk leaves of the memory before it
+// (null: nothing decays). K̃ is updated as K̃ᵀ ← K̃ᵀ diag(D) + kᵀ E, the rows of its transpose being
+// its contiguous columns; each entry is decayed and summed in one pass (kernel::product).
+template <class T, class Weights>
+void add_chunk(MemoryView<T> m, const Weights& e, const T* dcum, const Eigen::Ref<const Matrix<T>>& k,
+               const Eigen::Ref<const Matrix<T>>& v) {
+  ProductArgs<T> keys = product_args(k.transpose(), e, m.keys.transpose());
+  ProductArgs<T> values = product_args(e.transpose(), v, m.values);
+  keys.col_scale = values.row_scale = dcum;
+  product<true>(keys);
+  product<true>(values);
+}
 
 // Causal outputs for tokens t0 .. t0 + c − 1 of one chunk, continuing from the memory in `m`, then
 // the memory advanced to the chunk's end. Decay and write rows [c × n] are already in `ws`.
@@ -124,49 +139,48 @@ void causal_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool has_deca
                   const Eigen::Ref<const Matrix<T>>& k, const Eigen::Ref<const Matrix<T>>& v) {
   const Index n = m.keys.rows();
   auto eff = ws.eff.topRows(c);
+  auto k_t = ws.k_t.topLeftCorner(k.cols(), c);
+  k_t = k.transpose();  // so that q kᵀ reads B by rows
   for (Index g = 0; g < heads; ++g) {
     ReadScratch<T>& r = ws.read(g);
-    r.gram.topLeftCorner(c, c).noalias() = scale * query(g) * k.transpose();
-    r.prev.topRows(c).noalias() = scale * query(g) * m.keys.transpose();
+    product<false>(product_args(query(g), k_t, r.gram.topLeftCorner(c, c)), scale);
+    product<false>(product_args(query(g), m.keys.transpose(), r.prev.topRows(c)), scale);
     r.mix.topLeftCorner(c, c).setZero();
   }
   ws.dcum.setOnes();
+  T* e = ws.eff.data();  // row i of E at e + i · n
+  T* dcum = ws.dcum.data();
+  T* scores = ws.scores.data();
   for (Index t = 0; t < c; ++t) {
-    auto a = ws.decay.row(t);
-    auto w = ws.write.row(t);
+    const T* a = ws.decay.row(t).data();
+    const T* w = ws.write.row(t).data();
     if (has_decay) {
-      eff.topRows(t).array().rowwise() *= a.array();
-      ws.dcum.array() *= a.array();
+      scale_rows(e, n, t, n, a);    // E_t[i] = a_t ⊙ E_{t−1}[i]
+      scale_rows(dcum, n, 1, n, a);  // D_t = a_t ⊙ D_{t−1}
     }
-    eff.row(t) = w;
-    mark_written<T>(has_decay, a, w, m.written);
+    std::copy(w, w + n, e + t * n);  // E_t[t] = w_t
+    mark_written<T>(has_decay, ws.decay.row(t), ws.write.row(t), m.written);
     for (Index g = 0; g < heads; ++g) {
       ReadScratch<T>& r = ws.read(g);
-      weighted_rows(eff.data(), n, t + 1, n, r.gram.row(t).data(), ws.scores.data());  // Σ_{i≤t} (q_t·k_i) E_t[i]
-      if (has_decay)
-        ws.scores.array() += ws.dcum.array() * r.prev.row(t).array();
-      else
-        ws.scores += r.prev.row(t);
-      if (softmax_slots(ws.scores.data(), n, m.written.data(), mask, range_of(t))) {
-        r.pd.row(t) = ws.scores.cwiseProduct(ws.dcum);
-        r.mix.row(t).head(t + 1).noalias() = ws.scores * eff.topRows(t + 1).transpose();
+      const T* prev = r.prev.row(t).data();
+      weighted_rows(e, n, t + 1, n, r.gram.row(t).data(), scores);  // Σ_{i≤t} (q_t·k_i) E_t[i]
+      for (Index l = 0; l < n; ++l) scores[l] = has_decay ? scalar::mul_add(dcum[l], prev[l], scores[l]) : scores[l] + prev[l];
+      T* pd = r.pd.row(t).data();
+      if (softmax_slots(scores, n, m.written.data(), mask, range_of(t))) {
+        for (Index l = 0; l < n; ++l) pd[l] = scores[l] * dcum[l];
+        rows_dot(e, n, t + 1, n, scores, r.mix.row(t).data());  // p_t · E_t[i]
       } else {
-        r.pd.row(t).setZero();
+        std::fill(pd, pd + n, T(0));
       }
     }
   }
   for (Index g = 0; g < heads; ++g) {
     ReadScratch<T>& r = ws.read(g);
     auto out = output(g);
-    out.noalias() = r.pd.topRows(c) * m.values;
-    out.noalias() += r.mix.topLeftCorner(c, c) * v;
+    product<false>(product_args(r.pd.topRows(c), m.values, out));
+    product<true>(product_args(r.mix.topLeftCorner(c, c), v, out));
   }
-  if (has_decay) {
-    m.keys.array().colwise() *= ws.dcum.transpose().array();
-    m.values.array().colwise() *= ws.dcum.transpose().array();
-  }
-  m.keys.noalias() += eff.transpose() * k;
-  m.values.noalias() += eff.transpose() * v;
+  add_chunk(m, eff, has_decay ? ws.dcum.data() : nullptr, k, v);
 }
 
 // Each token's weight at the end of a chunk of c tokens, w_i ⊙ Π_{j>i} a_j, into ws.eff by one
@@ -186,28 +200,33 @@ template <class T>
 void advance_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool has_decay,
                    const Eigen::Ref<const Matrix<T>>& k, const Eigen::Ref<const Matrix<T>>& v) {
   for (Index t = 0; t < c; ++t) mark_written<T>(has_decay, ws.decay.row(t), ws.write.row(t), m.written);
-  if (!has_decay) {
-    m.keys.noalias() += ws.write.topRows(c).transpose() * k;
-    m.values.noalias() += ws.write.topRows(c).transpose() * v;
-    return;
-  }
+  if (!has_decay) return add_chunk(m, ws.write.topRows(c), static_cast<const T*>(nullptr), k, v);
   suffix_weights(ws, c);
-  auto eff = ws.eff.topRows(c);
-  m.keys.array().colwise() *= ws.dcum.transpose().array();
-  m.values.array().colwise() *= ws.dcum.transpose().array();
-  m.keys.noalias() += eff.transpose() * k;
-  m.values.noalias() += eff.transpose() * v;
+  add_chunk(m, ws.eff.topRows(c), ws.dcum.data(), k, v);
 }
 
-// Row-wise read of a finished memory by many queries: two GEMMs and a row softmax. `keys` is [n × d]
-// in either storage order (a State's column-major K̃, or rows gathered by the caller).
+// Queries per block of read_all: a block's scores [rows × n] stay in cache between the two products.
+inline constexpr Index read_block = 64;
+
+// Row-wise read of a finished memory by many queries: two products and a row softmax per block of
+// queries. `keys` is [n × d] in either storage order (a State's column-major K̃, or rows gathered by
+// the caller).
 template <class T, class Keys, class RangeOf>
 void read_all(const Keys& keys, const Matrix<T>& values, const std::vector<std::uint8_t>& written,
               bool mask, const RangeOf& range_of, T scale, const Eigen::Ref<const Matrix<T>>& q, Eigen::Ref<Matrix<T>> out) {
-  Matrix<T> p = scale * q * keys.transpose();
-  for (Index i = 0; i < p.rows(); ++i)
-    if (!softmax_slots(p.row(i).data(), p.cols(), written.data(), mask, range_of(i))) p.row(i).setZero();
-  out.noalias() = p * values;
+  const Index n = keys.rows();
+  Matrix<T> p(std::min(read_block, q.rows()), n);
+  for (Index i0 = 0; i0 < q.rows(); i0 += read_block) {
+    const Index rows = std::min(read_block, q.rows() - i0);
+    auto pb = p.topRows(rows);
+    if constexpr (Keys::IsRowMajor)
+      pb.noalias() = scale * q.middleRows(i0, rows) * keys.transpose();  // Kᵀ's rows would be strided
+    else
+      product<false>(product_args(q.middleRows(i0, rows), keys.transpose(), pb), scale);
+    for (Index i = 0; i < rows; ++i)
+      if (!softmax_slots(pb.row(i).data(), n, written.data(), mask, range_of(i0 + i))) pb.row(i).setZero();
+    product<false>(product_args(pb, values, out.middleRows(i0, rows)));
+  }
 }
 
 // NOLINTEND(bugprone-easily-swappable-parameters)

@@ -85,6 +85,47 @@ void axpy(T p, const T* x, T* out, Index n) noexcept {
 #endif
 }
 
+/// row_i ← row_i ⊙ a over `count` rows of width n at stride ld.
+template <class T>
+void scale_rows(T* rows, Index ld, Index count, Index n, const T* a) noexcept {
+#ifdef ABC_NO_SIMD
+  scalar::scale_rows(rows, ld, count, n, a);
+#else
+  using B = batch<T>;
+  constexpr Index width = Index(B::size);
+  const Index full = n - n % width;
+  for (Index i = 0; i < count; ++i) {
+    T* row = rows + i * ld;
+    for (Index j = 0; j < full; j += width) (B::load_unaligned(row + j) * B::load_unaligned(a + j)).store_unaligned(row + j);
+    scalar::scale_rows(row + full, ld, 1, n - full, a + full);
+  }
+#endif
+}
+
+/// out_i = row_i · x over `count` rows of width n at stride ld: four rows at a time, so that four
+/// sums are in flight and x's batches are loaded once for the four.
+template <class T>
+void rows_dot(const T* rows, Index ld, Index count, Index n, const T* x, T* out) noexcept {
+#ifdef ABC_NO_SIMD
+  scalar::rows_dot(rows, ld, count, n, x, out);
+#else
+  using B = batch<T>;
+  constexpr Index width = Index(B::size);
+  const Index full = n - n % width;
+  Index i = 0;
+  for (; i + 4 <= count; i += 4) {
+    const T* r = rows + i * ld;
+    B acc[4] = {B(T(0)), B(T(0)), B(T(0)), B(T(0))};
+    for (Index j = 0; j < full; j += width) {
+      const B xv = B::load_unaligned(x + j);
+      for (int k = 0; k < 4; ++k) acc[k] = xsimd::fma(B::load_unaligned(r + k * ld + j), xv, acc[k]);
+    }
+    for (int k = 0; k < 4; ++k) out[i + k] = impl::hsum(acc[k]) + scalar::dot(r + k * ld + full, x + full, n - full);
+  }
+  for (; i < count; ++i) out[i] = dot(rows + i * ld, x, n);
+#endif
+}
+
 #ifndef ABC_NO_SIMD
 namespace impl {
 // Slots [0, K·width) of columns_dot: the slots' scores, decays and writes stay in registers while

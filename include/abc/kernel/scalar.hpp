@@ -132,6 +132,19 @@ void axpy(T p, const S* x, T* out, Index n) noexcept {
   for (Index j = 0; j < n; ++j) out[j] = mul_add(p, load_elem(x + j), out[j]);
 }
 
+// row_i ← row_i ⊙ a over `count` rows of width n at stride ld.
+template <class T>
+void scale_rows(T* rows, Index ld, Index count, Index n, const T* a) noexcept {
+  for (Index i = 0; i < count; ++i)
+    for (Index j = 0; j < n; ++j) rows[i * ld + j] *= a[j];
+}
+
+// out_i = row_i · x over `count` rows of width n at stride ld.
+template <class T>
+void rows_dot(const T* rows, Index ld, Index count, Index n, const T* x, T* out) noexcept {
+  for (Index i = 0; i < count; ++i) out[i] = dot(rows + i * ld, x, n);
+}
+
 // Over an n × d column-major block (column j at cols + j · ld): entry (l, j) ← a_l · entry + w_l · x_j
 // when Update, then dots_l = scale · Σ_j entry(l, j) · q_j. Column by column, so memory is walked in
 // order (a slot at a time would stride by ld, a cache line per entry once n is large); each dot

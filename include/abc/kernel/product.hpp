@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: MIT
+// abc: bounded-memory attention. kernel::product, the small matrix products of the chunked kernels.
+#pragma once
+
+#include "../types.hpp"
+#include "scalar.hpp"
+#include "simd.hpp"
+
+ABC_NAMESPACE_BEGIN
+namespace kernel {
+// Kernels take (rows, cols) and parallel operands of one type by design; only the library calls
+// them, through checked public forms.
+// NOLINTBEGIN(bugprone-easily-swappable-parameters)
+
+/// The operands of C ← A B: A is m × depth with entry (i, p) at a[i · rs + p · cs] (either storage
+/// order, or a transpose, read an entry at a time), B is depth × cols row-major (row p at b + p · ldb),
+/// C is m × cols row-major (row i at c + i · ldc). When accumulating, C's entry (i, j) is first
+/// multiplied by row_scale[i] and by col_scale[j] where given (a decay applied to the memory that the
+/// product then adds to, in the same pass).
+template <class T>
+struct ProductArgs {
+  Index m, cols, depth;
+  const T* a;
+  Index rs, cs;
+  const T* b;
+  Index ldb;
+  T* c;
+  Index ldc;
+  const T* row_scale = nullptr;
+  const T* col_scale = nullptr;
+};
+
+/// ProductArgs of C = A B for Eigen blocks with direct access: A in any storage order (a transpose
+/// included), B and C with unit column stride (row-major, or the transpose of a column-major block).
+template <class A, class Bm, class Cm>
+auto product_args(const A& a, const Bm& b, Cm&& c) noexcept {
+  using T = typename A::Scalar;
+  ABC_ASSERT(b.colStride() == 1 && c.colStride() == 1, "kernel::product reads B and writes C by rows");
+  ABC_ASSERT(a.rows() == c.rows() && a.cols() == b.rows() && b.cols() == c.cols(), "kernel::product: shapes");
+  return ProductArgs<T>{c.rows(), c.cols(), a.cols(), a.data(), a.rowStride(), a.colStride(),
+                        b.data(), b.rowStride(), c.data(), c.rowStride()};
+}
+
+namespace scalar {
+// Σ_p A(i, p) B(p, j) as kernel::product sums it: a chain of multiply-adds over p in order, from 0.
+template <class T>
+T product_sum(const ProductArgs<T>& x, Index i, Index j) noexcept {
+  T s = T(0);
+  for (Index p = 0; p < x.depth; ++p) s = mul_add(x.a[i * x.rs + p * x.cs], x.b[p * x.ldb + j], s);
+  return s;
+}
+
+template <bool Accumulate, class T>
+void product(const ProductArgs<T>& x, T alpha) noexcept {
+  for (Index i = 0; i < x.m; ++i)
+    for (Index j = 0; j < x.cols; ++j) {
+      T& c = x.c[i * x.ldc + j];
+      if constexpr (Accumulate) {
+        const T rs = x.row_scale ? x.row_scale[i] : T(1), cs = x.col_scale ? x.col_scale[j] : T(1);
+        c = mul_add(c * rs, cs, product_sum(x, i, j));
+      } else {
+        c = alpha * product_sum(x, i, j);
+      }
+    }
+}
+}  // namespace scalar
+
+#ifndef ABC_NO_SIMD
+namespace impl {
+// A batch the compiler must hold in a register: without this, GCC folds each load of B into every
+// multiply-add that uses it (MR loads per batch instead of one), and the loads, not the
+// multiply-adds, bound the loop.
+template <class B>
+ABC_FORCE_INLINE B in_register(B x) noexcept {
+#  if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  auto r = static_cast<typename B::register_type>(x);
+#    ifdef __AVX512F__
+  asm("" : "+v"(r));  // any of the 32 registers
+#    else
+  asm("" : "+x"(r));
+#    endif
+  return B(r);
+#  else
+  return x;
+#  endif
+}
+
+// Rows [i0, i0 + MR) × columns [j0, j0 + K·width) of C: MR·K sums held in registers while the depth
+// streams past, each B batch loaded once for MR rows and each A entry broadcast once for K batches.
+template <int MR, int K, bool Accumulate, class B, class T>
+void product_tile(const ProductArgs<T>& x, Index i0, Index j0, T alpha) noexcept {
+  constexpr Index width = Index(B::size);
+  B acc[MR][K];
+  for (int r = 0; r < MR; ++r)
+    for (int c = 0; c < K; ++c) acc[r][c] = B(T(0));
+  const T* a = x.a + i0 * x.rs;
+  const T* b = x.b + j0;
+  for (Index p = 0; p < x.depth; ++p, a += x.cs, b += x.ldb) {
+    B bv[K];
+    for (int c = 0; c < K; ++c) bv[c] = in_register(B::load_unaligned(b + c * width));
+    for (int r = 0; r < MR; ++r) {
+      const B av(a[r * x.rs]);
+      for (int c = 0; c < K; ++c) acc[r][c] = xsimd::fma(av, bv[c], acc[r][c]);
+    }
+  }
+  if constexpr (Accumulate) {
+    // C's entries, scaled (a missing scale is 1, which changes no bit), plus the sums: added once
+    // the sums are done, so that no load of C waits at the start of the tile.
+    for (int r = 0; r < MR; ++r) {
+      const B rs = x.row_scale ? B(x.row_scale[i0 + r]) : B(T(1));
+      for (int c = 0; c < K; ++c) {
+        T* out = x.c + (i0 + r) * x.ldc + j0 + c * width;
+        const B cs = x.col_scale ? B::load_unaligned(x.col_scale + j0 + c * width) : B(T(1));
+        xsimd::fma(B::load_unaligned(out) * rs, cs, acc[r][c]).store_unaligned(out);
+      }
+    }
+  } else {
+    const B al(alpha);
+    for (int r = 0; r < MR; ++r)
+      for (int c = 0; c < K; ++c) (al * acc[r][c]).store_unaligned(x.c + (i0 + r) * x.ldc + j0 + c * width);
+  }
+}
+
+// All rows of C over columns [j0, j0 + K·width): tiles of MR rows, then the remaining rows one by one.
+template <int MR, int K, bool Accumulate, class B, class T>
+void product_columns(const ProductArgs<T>& x, Index j0, T alpha) noexcept {
+  Index i = 0;
+  for (; i + MR <= x.m; i += MR) product_tile<MR, K, Accumulate, B>(x, i, j0, alpha);
+  for (; i < x.m; ++i) product_tile<1, K, Accumulate, B>(x, i, j0, alpha);
+}
+}  // namespace impl
+#endif
+
+/// C ← α · A B (Accumulate = false) or C ← C + A B (Accumulate = true, α unused; C's entries scaled
+/// first where ProductArgs says), operands as in ProductArgs. Entry (i, j) of A B is a chain of
+/// multiply-adds over p = 0 .. depth − 1 in order, from 0, whatever the shapes and wherever the entry
+/// falls in the blocking; when accumulating it is then added to C's scaled entry in one multiply-add
+/// (c · rs) · cs + sum. So a row's result does not depend on how many rows are multiplied with it, and
+/// the SIMD and scalar paths give the same bits. No packing: B's rows are read
+/// in place (the chunked kernels' operands are a few KiB and stay in cache), so small products pay
+/// no copy. The blocks hold 4 rows × 4 batches of sums (16 registers; 8 with 16-register ISAs).
+template <bool Accumulate, class T>
+void product(const ProductArgs<T>& x, T alpha = T(1)) noexcept {
+#ifdef ABC_NO_SIMD
+  scalar::product<Accumulate>(x, alpha);
+#else
+  using B = batch<T>;
+  constexpr Index width = Index(B::size);
+  constexpr bool wide_file = sizeof(B) >= 64;  // AVX-512: 32 vector registers
+  constexpr int K = wide_file ? 4 : 2;
+  Index j = 0;
+  for (; j + K * width <= x.cols; j += K * width) impl::product_columns<4, K, Accumulate, B>(x, j, alpha);
+  for (; j + width <= x.cols; j += width) impl::product_columns<4, 1, Accumulate, B>(x, j, alpha);
+  if (j < x.cols) {
+    ProductArgs<T> tail = x;
+    tail.b += j;
+    tail.c += j;
+    if (tail.col_scale) tail.col_scale += j;
+    tail.cols = x.cols - j;
+    scalar::product<Accumulate>(tail, alpha);
+  }
+#endif
+}
+
+// NOLINTEND(bugprone-easily-swappable-parameters)
+}  // namespace kernel
+ABC_NAMESPACE_END
