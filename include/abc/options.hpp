@@ -35,7 +35,7 @@ struct Options {
   /// Which kernel forward_causal runs for a softmax readout; all agree to rounding.
   CausalKernel causal_kernel = CausalKernel::automatic;
   /// Tokens per chunk of the chunked causal kernel (≥ 1). Larger chunks pay O(C²·n) per chunk
-  /// for the chunk-local weights, smaller ones run GEMMs too thin to be fast; the default is the
+  /// for the chunk-local weights, smaller ones run products too thin to be fast; the default is the
   /// measured best for ABC-MLP and RFA (the chunk sweep in bench/README.md).
   Index chunk = 16;
   /// Tokens a backward pass keeps per-token records for at once (≥ 1). A longer call is

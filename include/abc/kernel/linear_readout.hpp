@@ -68,6 +68,18 @@ void read_linear(const Matrix<T>& values, const T* z, T* phi_q, T floor, T* out,
   divide_by_denominator(out, dv, den, floor);
 }
 
+// (Ṽ, z) advanced over a chunk: Ṽ ← diag(D) Ṽ + Eᵀ v and z ← D ⊙ z + Σ_i E[i], for E the tokens'
+// weights at the chunk's end [c × n] and D what the chunk leaves of the memory (null: no decay).
+template <class T, class Weights>
+void add_chunk_linear(Matrix<T>& values, Eigen::Ref<Vector<T>> z, const Weights& e, const T* dcum,
+                      const Eigen::Ref<const Matrix<T>>& v) {
+  ProductArgs<T> update = product_args(e.transpose(), v, values);
+  update.row_scale = dcum;
+  product<true>(update);
+  if (dcum) z.array() *= Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(dcum, z.size());
+  z += e.colwise().sum().transpose();
+}
+
 // Causal outputs of one chunk under the linear readout, then (Ṽ, z) advanced to the chunk's end.
 // As causal_chunk, with the query features p_t = φ(q_t) in place of the softmax:
 //   num_t = (p_t ⊙ D_t)ᵀ Ṽ_prev + Σ_{i≤t} (E_t[i]·p_t) v_i,
@@ -78,57 +90,52 @@ template <class T, class OutputOf>
 void causal_chunk_linear(Matrix<T>& values, Eigen::Ref<Vector<T>> z, ChunkWorkspace<T>& ws, Index c,
                          bool has_decay, Index heads, const OutputOf& output, const Eigen::Ref<const Matrix<T>>& v,
                          T floor) {
-  auto eff = ws.eff.topRows(c);
+  const Index n = values.rows();
   for (Index g = 0; g < heads; ++g) {
     ReadScratch<T>& r = ws.read(g);
     r.mix.topLeftCorner(c, c).setZero();
     for (Index t = 0; t < c; ++t) r.floors(t) = floor * balance_features(r.prev.row(t).data(), r.prev.cols());
   }
   ws.dcum.setOnes();
+  T* e = ws.eff.data();  // row i of E at e + i · n
+  T* dcum = ws.dcum.data();
   for (Index t = 0; t < c; ++t) {
-    auto a = ws.decay.row(t);
+    const T* a = ws.decay.row(t).data();
     if (has_decay) {
-      eff.topRows(t).array().rowwise() *= a.array();
-      ws.dcum.array() *= a.array();
+      scale_rows(e, n, t, n, a);     // E_t[i] = a_t ⊙ E_{t−1}[i]
+      scale_rows(dcum, n, 1, n, a);  // D_t = a_t ⊙ D_{t−1}
     }
-    eff.row(t) = ws.write.row(t);
+    const T* w = ws.write.row(t).data();
+    std::copy(w, w + n, e + t * n);  // E_t[t] = w_t
     for (Index g = 0; g < heads; ++g) {
       ReadScratch<T>& r = ws.read(g);
-      r.pd.row(t) = r.prev.row(t).cwiseProduct(ws.dcum);
-      r.mix.row(t).head(t + 1).noalias() = r.prev.row(t) * eff.topRows(t + 1).transpose();
-      r.den(t) = r.pd.row(t).dot(z.transpose()) + r.mix.row(t).head(t + 1).sum();
+      const T* p = r.prev.row(t).data();
+      T* pd = r.pd.row(t).data();
+      for (Index l = 0; l < n; ++l) pd[l] = p[l] * dcum[l];
+      T* mix = r.mix.row(t).data();
+      rows_dot(e, n, t + 1, n, p, mix);  // p_t · E_t[i]
+      T den = dot(pd, z.data(), n);
+      for (Index i = 0; i <= t; ++i) den += mix[i];
+      r.den(t) = den;
     }
   }
   for (Index g = 0; g < heads; ++g) {
     ReadScratch<T>& r = ws.read(g);
     auto out = output(g);
-    out.noalias() = r.pd.topRows(c) * values;
-    out.noalias() += r.mix.topLeftCorner(c, c) * v;
+    product<false>(product_args(r.pd.topRows(c), values, out));
+    product<true>(product_args(r.mix.topLeftCorner(c, c), v, out));
     for (Index t = 0; t < c; ++t) divide_by_denominator(out.row(t).data(), out.cols(), r.den(t), r.floors(t));
   }
-  if (has_decay) {
-    values.array().colwise() *= ws.dcum.transpose().array();
-    z.array() *= ws.dcum.transpose().array();
-  }
-  values.noalias() += eff.transpose() * v;
-  z += eff.colwise().sum().transpose();
+  add_chunk_linear(values, z, ws.eff.topRows(c), has_decay ? dcum : nullptr, v);
 }
 
 // (Ṽ, z) advanced over one chunk without reads (the non-causal memory).
 template <class T>
 void advance_chunk_linear(Matrix<T>& values, Eigen::Ref<Vector<T>> z, ChunkWorkspace<T>& ws, Index c,
                           bool has_decay, const Eigen::Ref<const Matrix<T>>& v) {
-  if (!has_decay) {
-    values.noalias() += ws.write.topRows(c).transpose() * v;
-    z += ws.write.topRows(c).colwise().sum().transpose();
-    return;
-  }
+  if (!has_decay) return add_chunk_linear(values, z, ws.write.topRows(c), static_cast<const T*>(nullptr), v);
   suffix_weights(ws, c);
-  auto eff = ws.eff.topRows(c);
-  values.array().colwise() *= ws.dcum.transpose().array();
-  z.array() *= ws.dcum.transpose().array();
-  values.noalias() += eff.transpose() * v;
-  z += eff.colwise().sum().transpose();
+  add_chunk_linear(values, z, ws.eff.topRows(c), ws.dcum.data(), v);
 }
 
 // Every query reads the finished memory: num = Φ(Q) Ṽ, den = Φ(Q) z.
@@ -138,7 +145,7 @@ void read_all_linear(const Matrix<T>& values, const Eigen::Ref<const Vector<T>>&
   if (phi_q.rows() == 0) return;  // no queries: nothing to read (and no row of an empty buffer to form)
   Vector<T> floors(phi_q.rows());
   for (Index i = 0; i < phi_q.rows(); ++i) floors(i) = floor * balance_features(phi_q.row(i).data(), phi_q.cols());
-  out.noalias() = phi_q * values;
+  product<false>(product_args(phi_q, values, out));
   const Vector<T> den = phi_q * z;
   for (Index i = 0; i < out.rows(); ++i) divide_by_denominator(out.row(i).data(), out.cols(), den(i), floors(i));
 }

@@ -88,7 +88,7 @@ struct ReadScratch {
 };
 
 // Tokens per block of the non-causal memory build, which has no per-token reads: its cost is two
-// GEMMs per block, so larger blocks than the causal kernel's chunk pay (bench/README.md, "Chunk
+// products per block, so larger blocks than the causal kernel's chunk pay (bench/README.md, "Chunk
 // size", has the sweep). Options::chunk is the causal kernel's.
 inline constexpr Index build_block = 128;
 
@@ -127,7 +127,7 @@ void add_chunk(MemoryView<T> m, const Weights& e, const T* dcum, const Eigen::Re
 //   scores_t = D_t ⊙ (K̃_prev q_t) + Σ_{i≤t} E_t[i] (q_t·k_i)             key pass
 //   out_t    = (p_t ⊙ D_t)ᵀ Ṽ_prev + Σ_{i≤t} (E_t[i]·p_t) v_i              value pass
 // E is advanced by products only (no division, no log): exact for decays of 0 (ring buffers) and
-// for any underflow. Nothing of size N × n × d is stored; the per-token work outside the GEMMs is
+// for any underflow. Nothing of size N × n × d is stored; the per-token work outside the products is
 // O(C · n).
 //
 // `heads` query heads read the one memory (grouped-query heads sharing their key/value head's):
