@@ -50,9 +50,13 @@ struct Operands {
   double a_at(Index i, Index p) const { return double(a[std::size_t(a_transposed ? p * m + i : i * depth + p)]); }
 };
 
-// C's entries from the definition in float64: α Σ_p A(i, p) B(p, j), or s_i s_j C(i, j) + Σ_p ....
+// How C is scaled before the sum is added (when accumulating).
+enum class Scaled { no, rows, cols };
+
+// C's entries from the definition in float64: α Σ_p A(i, p) B(p, j), or s C(i, j) + Σ_p ... for s
+// the row's or the column's scale (or 1).
 template <class T>
-std::vector<double> expected(const Operands<T>& x, bool accumulate, double alpha, bool scaled) {
+std::vector<double> expected(const Operands<T>& x, bool accumulate, double alpha, Scaled scaled) {
   std::vector<double> out(x.c.size());
   for (Index i = 0; i < x.m; ++i)
     for (Index j = 0; j < x.cols + 2; ++j) {
@@ -64,7 +68,8 @@ std::vector<double> expected(const Operands<T>& x, bool accumulate, double alpha
       double s = 0;
       for (Index p = 0; p < x.depth; ++p) s += x.a_at(i, p) * double(x.b[std::size_t(p * (x.cols + 3) + j)]);
       double c0 = double(x.c[at]);
-      if (scaled) c0 *= double(x.row_scale[std::size_t(i)]) * double(x.col_scale[std::size_t(j)]);
+      if (scaled == Scaled::rows) c0 *= double(x.row_scale[std::size_t(i)]);
+      if (scaled == Scaled::cols) c0 *= double(x.col_scale[std::size_t(j)]);
       out[at] = accumulate ? c0 + s : alpha * s;
     }
   return out;
@@ -76,17 +81,15 @@ double tolerance(Index depth) {
 }
 
 template <class T, bool Accumulate>
-void check_shape(Index m, Index cols, Index depth, bool transposed, bool scaled) {
+void check_shape(Index m, Index cols, Index depth, bool transposed, Scaled scaled) {
   INFO("m = " << m << ", cols = " << cols << ", depth = " << depth << (transposed ? ", A transposed" : "")
-              << (scaled ? ", C scaled" : ""));
+              << (scaled == Scaled::rows ? ", C scaled by rows" : scaled == Scaled::cols ? ", C scaled by columns" : ""));
   const Operands<T> x(m, cols, depth, transposed, std::uint64_t(m * 1000 + cols * 10 + depth));
   const T alpha = Accumulate ? T(1) : T(0.375);
   std::vector<T> simd = x.c, oracle = x.c;
   ProductArgs<T> a = x.args(simd), b = x.args(oracle);
-  if (scaled) {
-    a.row_scale = b.row_scale = x.row_scale.data();
-    a.col_scale = b.col_scale = x.col_scale.data();
-  }
+  if (scaled == Scaled::rows) a.row_scale = b.row_scale = x.row_scale.data();
+  if (scaled == Scaled::cols) a.col_scale = b.col_scale = x.col_scale.data();
   abc::kernel::product<Accumulate>(a, alpha);
   abc::kernel::scalar::product<Accumulate>(b, alpha);
   // The same chain of multiply-adds per entry on both paths: the same bits.
@@ -106,9 +109,8 @@ TEMPLATE_TEST_CASE("product equals its scalar form bit for bit and the float64 p
       for (Index depth : {0, 1, 7, 16})
         for (bool transposed : {false, true}) {
           if (cols < 1) continue;
-          check_shape<T, false>(m, cols, depth, transposed, false);
-          check_shape<T, true>(m, cols, depth, transposed, false);
-          check_shape<T, true>(m, cols, depth, transposed, true);
+          check_shape<T, false>(m, cols, depth, transposed, Scaled::no);
+          for (Scaled s : {Scaled::no, Scaled::rows, Scaled::cols}) check_shape<T, true>(m, cols, depth, transposed, s);
         }
 }
 

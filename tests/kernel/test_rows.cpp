@@ -243,6 +243,54 @@ TEMPLATE_TEST_CASE("scale_rows and rows_dot match the scalar oracle and their de
     }
 }
 
+// chunk_scores: token t of the causal chunk, over the chunk's weight rows. With Update it advances
+// rows 0..t−1 by a, writes row t and D; both forms then return Σ_{i≤t} g_i E[i] + D ⊙ prev. The
+// SIMD path gives the scalar path's bits (one multiply-add chain per slot, in the same order).
+template <bool Update, class T>
+void check_chunk_scores(Index n, Index t, bool decays) {
+  INFO("update " << Update << ", n = " << n << ", t = " << t << (decays ? "" : ", no decay"));
+  const auto a = data<T>(n, 41), w = data<T>(n, 42), g = data<T>(t + 1, 43), prev = data<T>(n, 44);
+  const auto e0 = data<T>((t + 2) * n, 40), d0 = data<T>(n, 45);
+  auto e_a = e0, e_b = e0, d_a = d0, d_b = d0;
+  std::vector<T> out_a(std::size_t(n) + 1, T(7)), out_b = out_a;
+  const T* decay = decays ? a.data() : nullptr;
+  abc::kernel::chunk_scores<Update>(e_a.data(), n, t, decay, w.data(), g.data(), d_a.data(), prev.data(), out_a.data());
+  abc::kernel::scalar::chunk_scores<Update>(e_b.data(), n, t, decay, w.data(), g.data(), d_b.data(), prev.data(),
+                                            out_b.data());
+  REQUIRE(out_a == out_b);
+  REQUIRE(e_a == e_b);
+  REQUIRE(d_a == d_b);
+  REQUIRE(out_a[std::size_t(n)] == T(7));  // nothing written past the last slot
+  for (Index j = 0; j < n; ++j) {
+    const std::size_t sj = std::size_t(j);
+    double sum = 0;
+    for (Index i = 0; i <= t; ++i) {
+      double r = double(e0[std::size_t(i * n + j)]);
+      if (Update && i < t && decays) r *= double(a[sj]);
+      if (Update && i == t) r = double(w[sj]);
+      REQUIRE(std::abs(double(e_a[std::size_t(i * n + j)]) - r) <= tol<T>(1) * std::abs(r));
+      sum += double(g[std::size_t(i)]) * r;
+    }
+    const double d = double(d0[sj]) * (Update && decays ? double(a[sj]) : 1.0);
+    REQUIRE(std::abs(double(d_a[sj]) - d) <= tol<T>(1) * std::abs(d));
+    REQUIRE(std::abs(double(out_a[sj]) - (sum + d * double(prev[sj]))) <= tol<T>(t + 2));
+    REQUIRE(e_a[std::size_t((t + 1) * n + j)] == e0[std::size_t((t + 1) * n + j)]);  // rows past t untouched
+  }
+}
+
+TEMPLATE_TEST_CASE("chunk_scores matches the scalar oracle bit for bit and its definition", "[kernel][rows]", float,
+                   double) {
+  using T = TestType;
+  const Index wd = width<T>();
+  for (Index n : {Index(1), wd - 1, wd, wd + 1, 4 * wd, 4 * wd + 3, Index(64)})
+    for (Index t : {0, 1, 5, 15})
+      for (bool decays : {true, false}) {
+        if (n < 1) continue;
+        check_chunk_scores<true, T>(n, t, decays);
+        check_chunk_scores<false, T>(n, t, decays);
+      }
+}
+
 // The exponentials of a softmax row: −∞ and every exponent below log(smallest normal) give exactly
 // 0 in both paths (the SIMD one must not inherit the tiny non-zero of Eigen 3.4's SSE2/AVX2 exp).
 TEMPLATE_TEST_CASE("exp_sum matches the scalar oracle and its definition; −∞ and underflow give exactly 0",

@@ -2,6 +2,8 @@
 // abc: bounded-memory attention. kernel::product, the small matrix products of the chunked kernels.
 #pragma once
 
+#include <type_traits>
+
 #include "../types.hpp"
 #include "scalar.hpp"
 #include "simd.hpp"
@@ -15,8 +17,8 @@ namespace kernel {
 /// The operands of C ← A B: A is m × depth with entry (i, p) at a[i · rs + p · cs] (either storage
 /// order, or a transpose, read an entry at a time), B is depth × cols row-major (row p at b + p · ldb),
 /// C is m × cols row-major (row i at c + i · ldc). When accumulating, C's entry (i, j) is first
-/// multiplied by row_scale[i] and by col_scale[j] where given (a decay applied to the memory that the
-/// product then adds to, in the same pass).
+/// multiplied by row_scale[i] or by col_scale[j] where one is given (a decay applied to the memory
+/// that the product then adds to, in the same pass; not both).
 template <class T>
 struct ProductArgs {
   Index m, cols, depth;
@@ -56,8 +58,13 @@ void product(const ProductArgs<T>& x, T alpha) noexcept {
     for (Index j = 0; j < x.cols; ++j) {
       T& c = x.c[i * x.ldc + j];
       if constexpr (Accumulate) {
-        const T rs = x.row_scale ? x.row_scale[i] : T(1), cs = x.col_scale ? x.col_scale[j] : T(1);
-        c = mul_add(c * rs, cs, product_sum(x, i, j));
+        const T sum = product_sum(x, i, j);
+        if (x.row_scale)
+          c = mul_add(c, x.row_scale[i], sum);
+        else if (x.col_scale)
+          c = mul_add(c, x.col_scale[j], sum);
+        else
+          c = c + sum;
       } else {
         c = alpha * product_sum(x, i, j);
       }
@@ -85,9 +92,14 @@ ABC_FORCE_INLINE B in_register(B x) noexcept {
 #  endif
 }
 
+// How a tile's sums reach C: C = α · sum, C = C + sum, or C = C · s + sum for s a per-row or a
+// per-column scale (one multiply-add per entry).
+enum class Fold { assign, add, row_scaled, col_scaled };
+
 // Rows [i0, i0 + MR) × columns [j0, j0 + K·width) of C: MR·K sums held in registers while the depth
 // streams past, each B batch loaded once for MR rows and each A entry broadcast once for K batches.
-template <int MR, int K, bool Accumulate, class B, class T>
+// C is read only once the sums are done, so that no load of it waits at the start of the tile.
+template <int MR, int K, Fold F, class B, class T>
 void product_tile(const ProductArgs<T>& x, Index i0, Index j0, T alpha) noexcept {
   constexpr Index width = Index(B::size);
   B acc[MR][K];
@@ -103,62 +115,75 @@ void product_tile(const ProductArgs<T>& x, Index i0, Index j0, T alpha) noexcept
       for (int c = 0; c < K; ++c) acc[r][c] = xsimd::fma(av, bv[c], acc[r][c]);
     }
   }
-  if constexpr (Accumulate) {
-    // C's entries, scaled (a missing scale is 1, which changes no bit), plus the sums: added once
-    // the sums are done, so that no load of C waits at the start of the tile.
-    for (int r = 0; r < MR; ++r) {
-      const B rs = x.row_scale ? B(x.row_scale[i0 + r]) : B(T(1));
-      for (int c = 0; c < K; ++c) {
-        T* out = x.c + (i0 + r) * x.ldc + j0 + c * width;
-        const B cs = x.col_scale ? B::load_unaligned(x.col_scale + j0 + c * width) : B(T(1));
-        xsimd::fma(B::load_unaligned(out) * rs, cs, acc[r][c]).store_unaligned(out);
-      }
+  const B al(alpha);
+  for (int r = 0; r < MR; ++r)
+    for (int c = 0; c < K; ++c) {
+      T* out = x.c + (i0 + r) * x.ldc + j0 + c * width;
+      if constexpr (F == Fold::assign)
+        (al * acc[r][c]).store_unaligned(out);
+      else if constexpr (F == Fold::add)
+        (B::load_unaligned(out) + acc[r][c]).store_unaligned(out);
+      else if constexpr (F == Fold::row_scaled)
+        xsimd::fma(B::load_unaligned(out), B(x.row_scale[i0 + r]), acc[r][c]).store_unaligned(out);
+      else
+        xsimd::fma(B::load_unaligned(out), B::load_unaligned(x.col_scale + j0 + c * width), acc[r][c])
+            .store_unaligned(out);
     }
-  } else {
-    const B al(alpha);
-    for (int r = 0; r < MR; ++r)
-      for (int c = 0; c < K; ++c) (al * acc[r][c]).store_unaligned(x.c + (i0 + r) * x.ldc + j0 + c * width);
-  }
 }
 
-// All rows of C over columns [j0, j0 + K·width): tiles of MR rows, then the remaining rows one by one.
-template <int MR, int K, bool Accumulate, class B, class T>
-void product_columns(const ProductArgs<T>& x, Index j0, T alpha) noexcept {
-  Index i = 0;
-  for (; i + MR <= x.m; i += MR) product_tile<MR, K, Accumulate, B>(x, i, j0, alpha);
-  for (; i < x.m; ++i) product_tile<1, K, Accumulate, B>(x, i, j0, alpha);
-}
-}  // namespace impl
-#endif
-
-/// C ← α · A B (Accumulate = false) or C ← C + A B (Accumulate = true, α unused; C's entries scaled
-/// first where ProductArgs says), operands as in ProductArgs. Entry (i, j) of A B is a chain of
-/// multiply-adds over p = 0 .. depth − 1 in order, from 0, whatever the shapes and wherever the entry
-/// falls in the blocking; when accumulating it is then added to C's scaled entry in one multiply-add
-/// (c · rs) · cs + sum. So a row's result does not depend on how many rows are multiplied with it, and
-/// the SIMD and scalar paths give the same bits. No packing: B's rows are read
-/// in place (the chunked kernels' operands are a few KiB and stay in cache), so small products pay
-/// no copy. The blocks hold 4 rows × 4 batches of sums (16 registers; 8 with 16-register ISAs).
-template <bool Accumulate, class T>
-void product(const ProductArgs<T>& x, T alpha = T(1)) noexcept {
-#ifdef ABC_NO_SIMD
-  scalar::product<Accumulate>(x, alpha);
-#else
-  using B = batch<T>;
+// All of C: column blocks of K batches, then single batches (tiles of MR rows, then the remaining
+// rows one by one), then the columns past the last full batch on the scalar path.
+template <Fold F, class B, class T>
+void product_blocks(const ProductArgs<T>& x, T alpha) noexcept {
   constexpr Index width = Index(B::size);
-  constexpr bool wide_file = sizeof(B) >= 64;  // AVX-512: 32 vector registers
-  constexpr int K = wide_file ? 4 : 2;
+  constexpr int K = sizeof(B) >= 64 ? 4 : 2;  // AVX-512: 32 vector registers
+  constexpr int MR = 4;
   Index j = 0;
-  for (; j + K * width <= x.cols; j += K * width) impl::product_columns<4, K, Accumulate, B>(x, j, alpha);
-  for (; j + width <= x.cols; j += width) impl::product_columns<4, 1, Accumulate, B>(x, j, alpha);
+  const auto columns = [&](auto k_batches) {
+    constexpr int KB = decltype(k_batches)::value;
+    Index i = 0;
+    for (; i + MR <= x.m; i += MR) product_tile<MR, KB, F, B>(x, i, j, alpha);
+    for (; i < x.m; ++i) product_tile<1, KB, F, B>(x, i, j, alpha);
+  };
+  for (; j + K * width <= x.cols; j += K * width) columns(std::integral_constant<int, K>{});
+  for (; j + width <= x.cols; j += width) columns(std::integral_constant<int, 1>{});
   if (j < x.cols) {
     ProductArgs<T> tail = x;
     tail.b += j;
     tail.c += j;
     if (tail.col_scale) tail.col_scale += j;
     tail.cols = x.cols - j;
-    scalar::product<Accumulate>(tail, alpha);
+    scalar::product<F != Fold::assign>(tail, alpha);
   }
+}
+}  // namespace impl
+#endif
+
+/// C ← α · A B (Accumulate = false) or C ← C + A B (Accumulate = true, α unused; C's entries scaled
+/// first where ProductArgs says), operands as in ProductArgs. Entry (i, j) of A B is a chain of
+/// multiply-adds over p = 0 .. depth − 1 in order, from 0, whatever the shapes and wherever the
+/// entry falls in the blocking; when accumulating it is then added to C's entry, c + sum, or
+/// c · s + sum in one multiply-add for a row or column scale s. So a row's result does not depend on
+/// how many rows are multiplied with it, and the SIMD and scalar paths give the same bits. No
+/// packing: B's rows are read in place (the chunked kernels' operands are a few KiB and stay in
+/// cache), so small products pay no copy. The blocks hold 4 rows × 4 batches of sums (16
+/// registers; 4 × 2 with 16-register ISAs).
+template <bool Accumulate, class T>
+void product(const ProductArgs<T>& x, T alpha = T(1)) noexcept {
+  ABC_ASSERT(!(x.row_scale && x.col_scale), "kernel::product scales C by rows or by columns, not both");
+#ifdef ABC_NO_SIMD
+  scalar::product<Accumulate>(x, alpha);
+#else
+  using B = batch<T>;
+  using impl::Fold;
+  if constexpr (!Accumulate)
+    impl::product_blocks<Fold::assign, B>(x, alpha);
+  else if (x.row_scale)
+    impl::product_blocks<Fold::row_scaled, B>(x, alpha);
+  else if (x.col_scale)
+    impl::product_blocks<Fold::col_scaled, B>(x, alpha);
+  else
+    impl::product_blocks<Fold::add, B>(x, alpha);
 #endif
 }
 

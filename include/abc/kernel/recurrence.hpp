@@ -96,7 +96,7 @@ inline constexpr Index build_block = 128;
 // chunk's tokens, shared by every head that reads the memory, and one ReadScratch per head.
 template <class T>
 struct ChunkWorkspace {
-  Matrix<T> decay, write, eff, k_t;  // k_t: the chunk's keys transposed [d × C], sized by the causal kernel
+  Matrix<T> decay, write, eff;
   Eigen::Matrix<T, 1, Eigen::Dynamic> dcum, scores;
   std::vector<ReadScratch<T>> reads;
   ChunkWorkspace(Index chunk, Index n, Index heads = 1)
@@ -137,14 +137,18 @@ template <class T, class RangeOf, class QueryOf, class OutputOf>
 void causal_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool has_decay, bool mask,
                   const RangeOf& range_of, T scale, Index heads, const QueryOf& query, const OutputOf& output,
                   const Eigen::Ref<const Matrix<T>>& k, const Eigen::Ref<const Matrix<T>>& v) {
+  ABC_ASSERT(heads >= 1, "causal_chunk: the first head's pass advances the chunk's weights");
   const Index n = m.keys.rows();
   auto eff = ws.eff.topRows(c);
-  auto k_t = ws.k_t.topLeftCorner(k.cols(), c);
-  k_t = k.transpose();  // so that q kᵀ reads B by rows
   for (Index g = 0; g < heads; ++g) {
     ReadScratch<T>& r = ws.read(g);
-    product<false>(product_args(query(g), k_t, r.gram.topLeftCorner(c, c)), scale);
-    product<false>(product_args(query(g), m.keys.transpose(), r.prev.topRows(c)), scale);
+    const auto q = query(g);
+    for (Index t = 0; t < c; ++t) {  // scale · q_t · k_i for i ≤ t: the lower triangle only
+      T* gram = r.gram.row(t).data();
+      rows_dot(k.data(), k.outerStride(), t + 1, k.cols(), q.row(t).data(), gram);
+      for (Index i = 0; i <= t; ++i) gram[i] *= scale;
+    }
+    product<false>(product_args(q, m.keys.transpose(), r.prev.topRows(c)), scale);
     r.mix.topLeftCorner(c, c).setZero();
   }
   ws.dcum.setOnes();
@@ -152,19 +156,17 @@ void causal_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool has_deca
   T* dcum = ws.dcum.data();
   T* scores = ws.scores.data();
   for (Index t = 0; t < c; ++t) {
-    const T* a = ws.decay.row(t).data();
+    const T* a = has_decay ? ws.decay.row(t).data() : nullptr;
     const T* w = ws.write.row(t).data();
-    if (has_decay) {
-      scale_rows(e, n, t, n, a);    // E_t[i] = a_t ⊙ E_{t−1}[i]
-      scale_rows(dcum, n, 1, n, a);  // D_t = a_t ⊙ D_{t−1}
-    }
-    std::copy(w, w + n, e + t * n);  // E_t[t] = w_t
     mark_written<T>(has_decay, ws.decay.row(t), ws.write.row(t), m.written);
     for (Index g = 0; g < heads; ++g) {
       ReadScratch<T>& r = ws.read(g);
-      const T* prev = r.prev.row(t).data();
-      weighted_rows(e, n, t + 1, n, r.gram.row(t).data(), scores);  // Σ_{i≤t} (q_t·k_i) E_t[i]
-      for (Index l = 0; l < n; ++l) scores[l] = has_decay ? scalar::mul_add(dcum[l], prev[l], scores[l]) : scores[l] + prev[l];
+      // E_t and D_t advanced by the first head's pass, which every head then reads:
+      // scores = Σ_{i≤t} (q_t·k_i) E_t[i] + D_t ⊙ (K̃_prev q_t).
+      if (g == 0)
+        chunk_scores<true>(e, n, t, a, w, r.gram.row(t).data(), dcum, r.prev.row(t).data(), scores);
+      else
+        chunk_scores<false>(e, n, t, a, w, r.gram.row(t).data(), dcum, r.prev.row(t).data(), scores);
       T* pd = r.pd.row(t).data();
       if (softmax_slots(scores, n, m.written.data(), mask, range_of(t))) {
         for (Index l = 0; l < n; ++l) pd[l] = scores[l] * dcum[l];

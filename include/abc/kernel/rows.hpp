@@ -128,6 +128,74 @@ void rows_dot(const T* rows, Index ld, Index count, Index n, const T* x, T* out)
 
 #ifndef ABC_NO_SIMD
 namespace impl {
+// Slots [j, j + K·width) of chunk_scores: the sums, decays and D stay in registers while the rows
+// stream past, each row loaded (and, with Update, scaled and stored) once.
+template <int K, bool Update, class B, class T>
+ABC_FORCE_INLINE void chunk_scores_block(T* e, Index n, Index t, const T* a, const T* w, const T* g, T* dcum,
+                                         const T* prev, T* out, Index j) noexcept {
+  constexpr Index width = Index(B::size);
+  B acc[K], av[K];
+  for (int c = 0; c < K; ++c) {
+    acc[c] = B(T(0));
+    if (Update && a) av[c] = B::load_unaligned(a + j + c * width);
+  }
+  for (Index i = 0; i < t; ++i) {
+    T* row = e + i * n + j;
+    const B gv(g[i]);
+    for (int c = 0; c < K; ++c) {
+      B r = B::load_unaligned(row + c * width);
+      if (Update && a) {
+        r = r * av[c];
+        r.store_unaligned(row + c * width);
+      }
+      acc[c] = xsimd::fma(gv, r, acc[c]);
+    }
+  }
+  T* last = e + t * n + j;
+  const B gt(g[t]);
+  for (int c = 0; c < K; ++c) {
+    B r;
+    if constexpr (Update) {
+      r = B::load_unaligned(w + j + c * width);
+      r.store_unaligned(last + c * width);
+    } else {
+      r = B::load_unaligned(last + c * width);
+    }
+    acc[c] = xsimd::fma(gt, r, acc[c]);
+    B d = B::load_unaligned(dcum + j + c * width);
+    if (Update && a) {
+      d = d * av[c];
+      d.store_unaligned(dcum + j + c * width);
+    }
+    xsimd::fma(d, B::load_unaligned(prev + j + c * width), acc[c]).store_unaligned(out + j + c * width);
+  }
+}
+}  // namespace impl
+#endif
+
+/// Token t of a causal chunk over its weight rows E (row i at e + i · n, n slots): with Update,
+/// E[i] ← a ⊙ E[i] for i < t (a null: nothing decays), E[t] ← w and D ← a ⊙ D, the token's share of
+/// the chunk's weights advanced in place; then out = Σ_{i≤t} g_i E[i] + D ⊙ prev, the token's scores
+/// from its products with the chunk's keys (g) and with the carried memory (prev). One pass over
+/// the rows; without Update (the other query heads of a group) the rows are only read. The same
+/// bits either way, and on the scalar path.
+template <bool Update, class T>
+void chunk_scores(T* e, Index n, Index t, const T* a, const T* w, const T* g, T* dcum, const T* prev,
+                  T* out) noexcept {
+#ifdef ABC_NO_SIMD
+  scalar::chunk_scores<Update>(e, n, t, a, w, g, dcum, prev, out);
+#else
+  using B = batch<T>;
+  constexpr Index width = Index(B::size);
+  Index j = 0;
+  for (; j + 4 * width <= n; j += 4 * width) impl::chunk_scores_block<4, Update, B>(e, n, t, a, w, g, dcum, prev, out, j);
+  for (; j + width <= n; j += width) impl::chunk_scores_block<1, Update, B>(e, n, t, a, w, g, dcum, prev, out, j);
+  scalar::chunk_scores<Update>(e, n, t, a, w, g, dcum, prev, out, j);  // the slots past the last full batch
+#endif
+}
+
+#ifndef ABC_NO_SIMD
+namespace impl {
 // Slots [0, K·width) of columns_dot: the slots' scores, decays and writes stay in registers while
 // the d columns stream past, two at a time so that each accumulator's chain of multiply-adds is half
 // as long (the pass is otherwise bound by their latency, not by its loads).

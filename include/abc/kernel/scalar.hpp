@@ -145,6 +145,27 @@ void rows_dot(const T* rows, Index ld, Index count, Index n, const T* x, T* out)
   for (Index i = 0; i < count; ++i) out[i] = dot(rows + i * ld, x, n);
 }
 
+// Token t of a causal chunk, over the chunk's weight rows E (row i at e + i · n, n slots): with
+// Update, E[i] ← a ⊙ E[i] for i < t (a null: nothing decays), E[t] ← w and D ← a ⊙ D; then
+// out = Σ_{i≤t} g_i E[i] + D ⊙ prev, the sum a chain of multiply-adds over i in order, from 0.
+// Slots [first, n).
+template <bool Update, class T>
+void chunk_scores(T* e, Index n, Index t, const T* a, const T* w, const T* g, T* dcum, const T* prev, T* out,
+                  Index first = 0) noexcept {
+  for (Index j = first; j < n; ++j) {
+    T acc = T(0);
+    for (Index i = 0; i < t; ++i) {
+      T r = e[i * n + j];
+      if (Update && a) e[i * n + j] = r = r * a[j];
+      acc = mul_add(g[i], r, acc);
+    }
+    if (Update) e[t * n + j] = w[j];
+    acc = mul_add(g[t], e[t * n + j], acc);
+    if (Update && a) dcum[j] *= a[j];
+    out[j] = mul_add(dcum[j], prev[j], acc);
+  }
+}
+
 // Over an n × d column-major block (column j at cols + j · ld): entry (l, j) ← a_l · entry + w_l · x_j
 // when Update, then dots_l = scale · Σ_j entry(l, j) · q_j. Column by column, so memory is walked in
 // order (a slot at a time would stride by ld, a cache line per entry once n is large); each dot

@@ -73,7 +73,6 @@ class SoftmaxEngine {
     if (use_chunked()) {
       const Index chunk = std::min(options_.chunk, n_keys);
       ChunkWorkspace<T> ws(chunk, control_.num_slots(), heads);
-      ws.k_t.resize(k.cols(), chunk);
       const T sc = scale(k.cols());
       for (Index t0 = 0; t0 < n_keys; t0 += chunk) {
         const Index c = std::min(chunk, n_keys - t0);
