@@ -6,8 +6,11 @@
 //
 // `step_rows` is the dense decode step's two passes (update + dot over K̃'s rows, update + axpy
 // over Ṽ's rows) without the control and the softmax: the part the SIMD kernels replace.
+// `product` is the chunked kernels' matrix product (kernel/product.hpp) at their shapes, against
+// its scalar form and against the Eigen product it replaced.
 #include <abc/kernel/exp_sum.hpp>
 #include <abc/kernel/online_normalise.hpp>
+#include <abc/kernel/product.hpp>
 #include <abc/kernel/rows.hpp>
 #include <abc/types.hpp>
 
@@ -130,6 +133,47 @@ void exp_sum(benchmark::State& st) {
   st.counters["slots_per_s"] = benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// C [m × 64] from A and B of depth p: `assign` is C = α A B (a chunk's scores against the carried
+// memory, q K̃ᵀ, or its read P Ṽ; m = 4096 is the non-causal read of a whole sequence), `decay` is
+// C = diag(s) C + Aᵀ B with A [p × m] stored token-major (the chunk's addition to Ṽ, Eᵀ V).
+enum class ProductPath { simd, scalar, eigen };
+
+template <ProductPath P>
+void product(benchmark::State& st) {
+  const Index m = st.range(0), depth = st.range(1), cols = 64;
+  const bool decay = st.range(2) != 0;
+  const Mat a = decay ? Mat(Mat::Random(depth, m)) : Mat(Mat::Random(m, depth)), b = Mat::Random(depth, cols);
+  const Vec s = (Vec::Random(m).array() * 0.001f + 0.999f).matrix();
+  Mat c = Mat::Random(m, cols);
+  abc::kernel::ProductArgs<float> x = decay ? abc::kernel::product_args(a.transpose(), b, c)
+                                            : abc::kernel::product_args(a, b, c);
+  if (decay) x.row_scale = s.data();
+  for (auto _ : st) {
+    if constexpr (P == ProductPath::eigen) {
+      if (decay) {
+        c.array().colwise() *= s.array();
+        c.noalias() += a.transpose() * b;
+      } else {
+        c.noalias() = 0.125f * a * b;
+      }
+    } else if constexpr (P == ProductPath::simd) {
+      if (decay)
+        abc::kernel::product<true>(x);
+      else
+        abc::kernel::product<false>(x, 0.125f);
+    } else {
+      if (decay)
+        abc::kernel::scalar::product<true>(x, 1.0f);
+      else
+        abc::kernel::scalar::product<false>(x, 0.125f);
+    }
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  st.counters["FLOPS"] = benchmark::Counter(2.0 * double(m * depth * cols), benchmark::Counter::kIsIterationInvariantRate,
+                                            benchmark::Counter::OneK::kIs1000);
+}
+
 }  // namespace
 
 BENCHMARK_TEMPLATE(step_rows, Path::simd)->Name("step_rows/simd")->Args({64, 64})->Args({256, 64})->Args({64, 128});
@@ -147,5 +191,9 @@ BENCHMARK_TEMPLATE(online_normalise, false)->Name("online_normalise/scalar")->Ar
 BENCHMARK_TEMPLATE(exp_sum, ExpPath::simd)->Name("exp_sum/simd")->Arg(64)->Arg(256);
 BENCHMARK_TEMPLATE(exp_sum, ExpPath::scalar)->Name("exp_sum/scalar")->Arg(64)->Arg(256);
 BENCHMARK_TEMPLATE(exp_sum, ExpPath::eigen)->Name("exp_sum/eigen")->Arg(64)->Arg(256);
+
+BENCHMARK_TEMPLATE(product, ProductPath::simd)->Name("product/simd")->Args({16, 64, 0})->Args({64, 16, 1})->Args({4096, 64, 0});
+BENCHMARK_TEMPLATE(product, ProductPath::scalar)->Name("product/scalar")->Args({16, 64, 0})->Args({64, 16, 1})->Args({4096, 64, 0});
+BENCHMARK_TEMPLATE(product, ProductPath::eigen)->Name("product/eigen")->Args({16, 64, 0})->Args({64, 16, 1})->Args({4096, 64, 0});
 
 BENCHMARK_MAIN();

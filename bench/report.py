@@ -40,6 +40,12 @@ def kernels(run):
         if scalar:
             flops = f"{gf:.1f}" if gf else ""
             print(f"| {kind} | {' × '.join(shape)} | {shown(t)} | {shown(scalar[0])} | {scalar[0] / t:.2f}× | {flops} |")
+    for name, (t, gf) in sorted(med.items()):
+        kind, path, *shape = name.split("/")
+        simd = med.get("/".join([kind, "simd", *shape]))
+        if path == "eigen" and simd and kind == "product":
+            print(f"\nproduct {' × '.join(shape)}: Eigen {shown(t)} ({gf:.1f} GFLOP/s), "
+                  f"kernel::product {shown(simd[0])} ({simd[1]:.1f} GFLOP/s), {t / simd[0]:.2f}×")
     per_row = {n: v for n, v in med.items() if "/simd_per_row/" in n}
     for name, (t, _) in sorted(per_row.items()):
         simd = med.get(name.replace("simd_per_row", "simd"))

@@ -2,6 +2,7 @@
 // abc: bounded-memory attention. kernel::product, the small matrix products of the chunked kernels.
 #pragma once
 
+#include <algorithm>
 #include <type_traits>
 
 #include "../types.hpp"
@@ -44,29 +45,34 @@ auto product_args(const A& a, const Bm& b, Cm&& c) noexcept {
 }
 
 namespace scalar {
-// Σ_p A(i, p) B(p, j) as kernel::product sums it: a chain of multiply-adds over p in order, from 0.
-template <class T>
-T product_sum(const ProductArgs<T>& x, Index i, Index j) noexcept {
-  T s = T(0);
-  for (Index p = 0; p < x.depth; ++p) s = mul_add(x.a[i * x.rs + p * x.cs], x.b[p * x.ldb + j], s);
-  return s;
-}
-
+// kernel::product without SIMD: each entry's chain of multiply-adds over p in order, from 0, as the
+// SIMD path sums it. A row of C at a time, in blocks of columns whose sums are kept in a local row,
+// so that B is read along its rows (a loop the compiler may vectorise), not down its columns.
 template <bool Accumulate, class T>
 void product(const ProductArgs<T>& x, T alpha) noexcept {
+  constexpr Index block = 64;
+  T sum[block];
   for (Index i = 0; i < x.m; ++i)
-    for (Index j = 0; j < x.cols; ++j) {
-      T& c = x.c[i * x.ldc + j];
-      if constexpr (Accumulate) {
-        const T sum = product_sum(x, i, j);
-        if (x.row_scale)
-          c = mul_add(c, x.row_scale[i], sum);
-        else if (x.col_scale)
-          c = mul_add(c, x.col_scale[j], sum);
-        else
-          c = c + sum;
-      } else {
-        c = alpha * product_sum(x, i, j);
+    for (Index j0 = 0; j0 < x.cols; j0 += block) {
+      const Index w = std::min(block, x.cols - j0);
+      std::fill(sum, sum + w, T(0));
+      for (Index p = 0; p < x.depth; ++p) {
+        const T a = x.a[i * x.rs + p * x.cs];
+        const T* b = x.b + p * x.ldb + j0;
+        for (Index j = 0; j < w; ++j) sum[j] = mul_add(a, b[j], sum[j]);
+      }
+      T* c = x.c + i * x.ldc + j0;
+      for (Index j = 0; j < w; ++j) {
+        if constexpr (Accumulate) {
+          if (x.row_scale)
+            c[j] = mul_add(c[j], x.row_scale[i], sum[j]);
+          else if (x.col_scale)
+            c[j] = mul_add(c[j], x.col_scale[j0 + j], sum[j]);
+          else
+            c[j] = c[j] + sum[j];
+        } else {
+          c[j] = alpha * sum[j];
+        }
       }
     }
 }

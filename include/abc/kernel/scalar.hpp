@@ -147,22 +147,24 @@ void rows_dot(const T* rows, Index ld, Index count, Index n, const T* x, T* out)
 
 // Token t of a causal chunk, over the chunk's weight rows E (row i at e + i · n, n slots): with
 // Update, E[i] ← a ⊙ E[i] for i < t (a null: nothing decays), E[t] ← w and D ← a ⊙ D; then
-// out = Σ_{i≤t} g_i E[i] + D ⊙ prev, the sum a chain of multiply-adds over i in order, from 0.
-// Slots [first, n).
+// out = Σ_{i≤t} g_i E[i] + D ⊙ prev, the sum a chain of multiply-adds over i in order, from 0, kept in
+// out while the rows are walked in memory order. Slots [first, n).
 template <bool Update, class T>
 void chunk_scores(T* e, Index n, Index t, const T* a, const T* w, const T* g, T* dcum, const T* prev, T* out,
                   Index first = 0) noexcept {
-  for (Index j = first; j < n; ++j) {
-    T acc = T(0);
-    for (Index i = 0; i < t; ++i) {
-      T r = e[i * n + j];
-      if (Update && a) e[i * n + j] = r = r * a[j];
-      acc = mul_add(g[i], r, acc);
+  for (Index j = first; j < n; ++j) out[j] = T(0);
+  for (Index i = 0; i <= t; ++i) {
+    T* row = e + i * n;
+    for (Index j = first; j < n; ++j) {
+      T r = row[j];
+      if (Update && i < t && a) row[j] = r = r * a[j];
+      if (Update && i == t) row[j] = r = w[j];
+      out[j] = mul_add(g[i], r, out[j]);
     }
-    if (Update) e[t * n + j] = w[j];
-    acc = mul_add(g[t], e[t * n + j], acc);
+  }
+  for (Index j = first; j < n; ++j) {
     if (Update && a) dcum[j] *= a[j];
-    out[j] = mul_add(dcum[j], prev[j], acc);
+    out[j] = mul_add(dcum[j], prev[j], out[j]);
   }
 }
 
