@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "support/batch_width.hpp"
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
@@ -14,15 +15,6 @@ namespace {
 
 using abc::Index;
 using abc::kernel::ProductArgs;
-
-template <class T>
-Index batch_width() {
-#ifdef ABC_NO_SIMD
-  return 1;
-#else
-  return Index(abc::kernel::batch<T>::size);
-#endif
-}
 
 // One shape's operands: A stored row-major or as a transpose (entry (i, p) at p · m + i), B and C
 // with a row stride past their width, so that no kernel may assume packed rows.
@@ -103,7 +95,7 @@ void check_shape(Index m, Index cols, Index depth, bool transposed, Scaled scale
 TEMPLATE_TEST_CASE("product equals its scalar form bit for bit and the float64 product, at every tail",
                    "[kernel][product]", float, double) {
   using T = TestType;
-  const Index w = batch_width<T>();
+  const Index w = ref::batch_width<T>();
   for (Index m : {1, 3, 4, 5, 9})
     for (Index cols : {Index(1), w - 1, w, w + 1, 2 * w + 3, 4 * w, 4 * w + 5, Index(64)})
       for (Index depth : {0, 1, 7, 16})
@@ -119,7 +111,7 @@ TEMPLATE_TEST_CASE("a product's row does not depend on the rows multiplied with 
   // What makes a token's control logits the same in a chunk, in a multi-head layer's stacked
   // product and alone (detail::project), whatever tile the row falls in.
   using T = TestType;
-  const Index m = 11, cols = 4 * batch_width<T>() + 3, depth = 33;
+  const Index m = 11, cols = 4 * ref::batch_width<T>() + 3, depth = 33;
   const Operands<T> x(m, cols, depth, false, 7);
   std::vector<T> all = x.c;
   abc::kernel::product<false>(x.args(all), T(0.5));

@@ -12,6 +12,7 @@
 #include <limits>
 #include <vector>
 
+#include "support/batch_width.hpp"
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
@@ -21,11 +22,7 @@ using abc::Index;
 
 template <class T>
 Index width() {
-#ifdef ABC_NO_SIMD
-  return 1;
-#else
-  return Index(abc::kernel::batch<T>::size);
-#endif
+  return ref::batch_width<T>();
 }
 
 template <class T>
