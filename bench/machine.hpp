@@ -11,6 +11,8 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include <abc/kernel/simd.hpp>
+
 namespace abc_bench {
 
 // The process's peak resident set so far, in MiB (Linux reports ru_maxrss in KiB).
@@ -39,7 +41,11 @@ inline double fma_chains(std::size_t blocks) {
   for (int c = 0; c < chains; ++c) acc[c] = batch(float(c) * 1e-3f);
   for (std::size_t b = 0; b < blocks; ++b)
     for (int rep = 0; rep < 1024; ++rep)
+#ifdef ABC_NO_SIMD
       for (int c = 0; c < chains; ++c) acc[c] = xsimd::fma(acc[c], mul, add);
+#else
+      for (int c = 0; c < chains; ++c) acc[c] = abc::kernel::impl::fma(acc[c], mul, add);  // fused with clang too
+#endif
   // Store and sum the lanes so that the chains are live.
   alignas(64) float lanes[batch::size];
   float sink = 0;

@@ -31,12 +31,12 @@ T finite_residue_rows(const T* x, Index rows, Index cols, Index stride) noexcept
     const T* r = x + i * stride;
     Index j = 0;
     for (; j + 4 * width <= cols; j += 4 * width) {
-      a0 = xsimd::fma(B::load_unaligned(r + j), zero, a0);
-      a1 = xsimd::fma(B::load_unaligned(r + j + width), zero, a1);
-      a2 = xsimd::fma(B::load_unaligned(r + j + 2 * width), zero, a2);
-      a3 = xsimd::fma(B::load_unaligned(r + j + 3 * width), zero, a3);
+      a0 = impl::fma(B::load_unaligned(r + j), zero, a0);
+      a1 = impl::fma(B::load_unaligned(r + j + width), zero, a1);
+      a2 = impl::fma(B::load_unaligned(r + j + 2 * width), zero, a2);
+      a3 = impl::fma(B::load_unaligned(r + j + 3 * width), zero, a3);
     }
-    for (; j + width <= cols; j += width) a0 = xsimd::fma(B::load_unaligned(r + j), zero, a0);
+    for (; j + width <= cols; j += width) a0 = impl::fma(B::load_unaligned(r + j), zero, a0);
     tail += scalar::finite_residue(r + j, cols - j);
   }
   return impl::hsum((a0 + a1) + (a2 + a3)) + tail;

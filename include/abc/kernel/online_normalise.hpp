@@ -49,7 +49,7 @@ void online_normalise(const T* lam, T* m, T* z, T* decay, T* write, Index n, boo
     const auto m_top = mv >= lv;  // the running max stays: keep = 1, add = exp(λ − m)
     const B keep = xsimd::select(mv == ninf, zero, xsimd::select(m_top, one, small));
     const B add = xsimd::select(lv == ninf, zero, xsimd::select(m_top, small, one));
-    const B z_new = xsimd::fma(keep, zv, add);
+    const B z_new = impl::fma(keep, zv, add);
     const auto live = z_new > zero;
     if (prefix)
       xsimd::select(live, keep * zv / z_new, one).store_unaligned(decay + l);

@@ -118,7 +118,7 @@ void product_tile(const ProductArgs<T>& x, Index i0, Index j0, T alpha) noexcept
     for (int c = 0; c < K; ++c) bv[c] = in_register(B::load_unaligned(b + c * width));
     for (int r = 0; r < MR; ++r) {
       const B av(a[r * x.rs]);
-      for (int c = 0; c < K; ++c) acc[r][c] = xsimd::fma(av, bv[c], acc[r][c]);
+      for (int c = 0; c < K; ++c) acc[r][c] = impl::fma(av, bv[c], acc[r][c]);
     }
   }
   const B al(alpha);
@@ -130,9 +130,9 @@ void product_tile(const ProductArgs<T>& x, Index i0, Index j0, T alpha) noexcept
       else if constexpr (F == Fold::add)
         (B::load_unaligned(out) + acc[r][c]).store_unaligned(out);
       else if constexpr (F == Fold::row_scaled)
-        xsimd::fma(B::load_unaligned(out), B(x.row_scale[i0 + r]), acc[r][c]).store_unaligned(out);
+        impl::fma(B::load_unaligned(out), B(x.row_scale[i0 + r]), acc[r][c]).store_unaligned(out);
       else
-        xsimd::fma(B::load_unaligned(out), B::load_unaligned(x.col_scale + j0 + c * width), acc[r][c])
+        impl::fma(B::load_unaligned(out), B::load_unaligned(x.col_scale + j0 + c * width), acc[r][c])
             .store_unaligned(out);
     }
 }
@@ -177,11 +177,13 @@ void product_blocks(const ProductArgs<T>& x, T alpha) noexcept {
 template <bool Accumulate, class T>
 void product(const ProductArgs<T>& x, T alpha = T(1)) noexcept {
   ABC_ASSERT(!(x.row_scale && x.col_scale), "kernel::product scales C by rows or by columns, not both");
+  if (x.m == 0 || x.cols == 0) return;  // an empty C: nothing to write (its operands may be null)
 #ifdef ABC_NO_SIMD
   scalar::product<Accumulate>(x, alpha);
 #else
   using B = batch<T>;
   using impl::Fold;
+  if (x.depth == 0) return scalar::product<Accumulate>(x, alpha);  // A and B may be null: no offsets
   if constexpr (!Accumulate)
     impl::product_blocks<Fold::assign, B>(x, alpha);
   else if (x.row_scale)

@@ -27,9 +27,9 @@ T update_dot(T* row, T a, T w, const T* x, const T* q, Index n) noexcept {
   B acc(T(0));
   Index j = 0;
   for (; j + width <= n; j += width) {
-    const B r = xsimd::fma(av, B::load_unaligned(row + j), wv * B::load_unaligned(x + j));
+    const B r = impl::fma(av, B::load_unaligned(row + j), wv * B::load_unaligned(x + j));
     r.store_unaligned(row + j);
-    acc = xsimd::fma(r, B::load_unaligned(q + j), acc);
+    acc = impl::fma(r, B::load_unaligned(q + j), acc);
   }
   return impl::hsum(acc) + scalar::update_dot(row + j, a, w, x + j, q + j, n - j);
 #endif
@@ -46,9 +46,9 @@ void update_axpy(T* row, T a, T w, const T* x, T p, T* out, Index n) noexcept {
   const B av(a), wv(w), pv(p);
   Index j = 0;
   for (; j + width <= n; j += width) {
-    const B r = xsimd::fma(av, B::load_unaligned(row + j), wv * B::load_unaligned(x + j));
+    const B r = impl::fma(av, B::load_unaligned(row + j), wv * B::load_unaligned(x + j));
     r.store_unaligned(row + j);
-    xsimd::fma(pv, r, B::load_unaligned(out + j)).store_unaligned(out + j);
+    impl::fma(pv, r, B::load_unaligned(out + j)).store_unaligned(out + j);
   }
   scalar::update_axpy(row + j, a, w, x + j, p, out + j, n - j);
 #endif
@@ -64,7 +64,7 @@ T dot(const T* x, const T* y, Index n) noexcept {
   constexpr Index width = Index(B::size);
   B acc(T(0));
   Index j = 0;
-  for (; j + width <= n; j += width) acc = xsimd::fma(B::load_unaligned(x + j), B::load_unaligned(y + j), acc);
+  for (; j + width <= n; j += width) acc = impl::fma(B::load_unaligned(x + j), B::load_unaligned(y + j), acc);
   return impl::hsum(acc) + scalar::dot(x + j, y + j, n - j);
 #endif
 }
@@ -80,7 +80,7 @@ void axpy(T p, const T* x, T* out, Index n) noexcept {
   const B pv(p);
   Index j = 0;
   for (; j + width <= n; j += width)
-    xsimd::fma(pv, B::load_unaligned(x + j), B::load_unaligned(out + j)).store_unaligned(out + j);
+    impl::fma(pv, B::load_unaligned(x + j), B::load_unaligned(out + j)).store_unaligned(out + j);
   scalar::axpy(p, x + j, out + j, n - j);
 #endif
 }
@@ -118,7 +118,7 @@ void rows_dot(const T* rows, Index ld, Index count, Index n, const T* x, T* out)
     B acc[4] = {B(T(0)), B(T(0)), B(T(0)), B(T(0))};
     for (Index j = 0; j < full; j += width) {
       const B xv = B::load_unaligned(x + j);
-      for (int k = 0; k < 4; ++k) acc[k] = xsimd::fma(B::load_unaligned(r + k * ld + j), xv, acc[k]);
+      for (int k = 0; k < 4; ++k) acc[k] = impl::fma(B::load_unaligned(r + k * ld + j), xv, acc[k]);
     }
     for (int k = 0; k < 4; ++k) out[i + k] = impl::hsum(acc[k]) + scalar::dot(r + k * ld + full, x + full, n - full);
   }
@@ -148,7 +148,7 @@ ABC_FORCE_INLINE void chunk_scores_block(T* e, Index n, Index t, const T* a, con
         r = r * av[c];
         r.store_unaligned(row + c * width);
       }
-      acc[c] = xsimd::fma(gv, r, acc[c]);
+      acc[c] = impl::fma(gv, r, acc[c]);
     }
   }
   T* last = e + t * n + j;
@@ -161,13 +161,13 @@ ABC_FORCE_INLINE void chunk_scores_block(T* e, Index n, Index t, const T* a, con
     } else {
       r = B::load_unaligned(last + c * width);
     }
-    acc[c] = xsimd::fma(gt, r, acc[c]);
+    acc[c] = impl::fma(gt, r, acc[c]);
     B d = B::load_unaligned(dcum + j + c * width);
     if (Update && a) {
       d = d * av[c];
       d.store_unaligned(dcum + j + c * width);
     }
-    xsimd::fma(d, B::load_unaligned(prev + j + c * width), acc[c]).store_unaligned(out + j + c * width);
+    impl::fma(d, B::load_unaligned(prev + j + c * width), acc[c]).store_unaligned(out + j + c * width);
   }
 }
 }  // namespace impl
@@ -216,13 +216,13 @@ void dot_columns(S* cols, Index ld, Index d, const T* a, const T* w, const T* x,
     if constexpr (Update) {
       const B xb(xj);
       for (int c = 0; c < K; ++c) {
-        const B r = xsimd::fma(av[c], load_batch<B>(col + c * width), wv[c] * xb);
+        const B r = impl::fma(av[c], load_batch<B>(col + c * width), wv[c] * xb);
         store_batch(col + c * width, r);
-        sum[c] = xsimd::fma(r, qb, sum[c]);
+        sum[c] = impl::fma(r, qb, sum[c]);
       }
     } else {
       (void)xj;
-      for (int c = 0; c < K; ++c) sum[c] = xsimd::fma(load_batch<B>(col + c * width), qb, sum[c]);
+      for (int c = 0; c < K; ++c) sum[c] = impl::fma(load_batch<B>(col + c * width), qb, sum[c]);
     }
   };
   Index j = 0;
@@ -251,12 +251,12 @@ void axpy_columns(Row* rows, Index ld, Index n, const T* a, const T* w, const T*
     if constexpr (Update) {
       const B av(a[l]), wv(w[l]);
       for (int c = 0; c < K; ++c) {
-        const B r = xsimd::fma(av, load_batch<B>(row + c * width), wv * xv[c]);
+        const B r = impl::fma(av, load_batch<B>(row + c * width), wv * xv[c]);
         store_batch(row + c * width, r);
-        acc[c] = xsimd::fma(pv, r, acc[c]);
+        acc[c] = impl::fma(pv, r, acc[c]);
       }
     } else if (p[l] != T(0)) {
-      for (int c = 0; c < K; ++c) acc[c] = xsimd::fma(pv, load_batch<B>(row + c * width), acc[c]);
+      for (int c = 0; c < K; ++c) acc[c] = impl::fma(pv, load_batch<B>(row + c * width), acc[c]);
     }
   }
   for (int c = 0; c < K; ++c) acc[c].store_unaligned(out + c * width);

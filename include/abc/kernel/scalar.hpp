@@ -16,7 +16,7 @@ namespace kernel {
 // NOLINTBEGIN(bugprone-easily-swappable-parameters)
 namespace scalar {
 
-// a · b + c, fused where the target has fused multiply-add (as the SIMD kernels' xsimd::fma) and
+// a · b + c, fused where the target has fused multiply-add (as the SIMD kernels' impl::fma) and
 // as two roundings where it has not: never left to the compiler's contraction, which fuses or not
 // depending on the code around it, so that a kernel gives the same bits for a memory in T and one
 // in bfloat16 (kernel/bf16.hpp).
