@@ -73,9 +73,7 @@ void read_linear(const Matrix<T>& values, const T* z, T* phi_q, T floor, T* out,
 template <class T, class Weights>
 void add_chunk_linear(Matrix<T>& values, Eigen::Ref<Vector<T>> z, const Weights& e, const T* dcum,
                       const Eigen::Ref<const Matrix<T>>& v) {
-  ProductArgs<T> update = product_args(e.transpose(), v, values);
-  update.row_scale = dcum;
-  product<true>(update);
+  add_values(values, e, dcum, v);
   if (dcum) z.array() *= Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(dcum, z.size());
   z += e.colwise().sum().transpose();
 }

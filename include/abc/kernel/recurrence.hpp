@@ -105,6 +105,15 @@ struct ChunkWorkspace {
   ReadScratch<T>& read(Index g) noexcept { return reads[static_cast<std::size_t>(g)]; }
 };
 
+// Ṽ ← diag(D) Ṽ + Eᵀ v (D null: nothing decays), each entry decayed and summed in one pass; also
+// the linear readout's Ṽ.
+template <class T, class Weights>
+void add_values(Matrix<T>& values, const Weights& e, const T* dcum, const Eigen::Ref<const Matrix<T>>& v) {
+  ProductArgs<T> update = product_args(e.transpose(), v, values);
+  update.row_scale = dcum;
+  product<true>(update);
+}
+
 // The memory advanced over a chunk: K̃ ← diag(D) K̃ + Eᵀ k and Ṽ ← diag(D) Ṽ + Eᵀ v, for E the
 // tokens' weights at the chunk's end [c × n] and D what the chunk leaves of the memory before it
 // (null: nothing decays). K̃ is updated as K̃ᵀ ← K̃ᵀ diag(D) + kᵀ E, the rows of its transpose being
@@ -113,10 +122,9 @@ template <class T, class Weights>
 void add_chunk(MemoryView<T> m, const Weights& e, const T* dcum, const Eigen::Ref<const Matrix<T>>& k,
                const Eigen::Ref<const Matrix<T>>& v) {
   ProductArgs<T> keys = product_args(k.transpose(), e, m.keys.transpose());
-  ProductArgs<T> values = product_args(e.transpose(), v, m.values);
-  keys.col_scale = values.row_scale = dcum;
+  keys.col_scale = dcum;
   product<true>(keys);
-  product<true>(values);
+  add_values(m.values, e, dcum, v);
 }
 
 // Causal outputs for tokens t0 .. t0 + c − 1 of one chunk, continuing from the memory in `m`, then
