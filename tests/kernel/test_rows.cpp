@@ -275,6 +275,7 @@ void check_chunk_scores(Index n, Index t, bool decays) {
   }
 }
 
+
 TEMPLATE_TEST_CASE("chunk_scores matches the scalar oracle bit for bit and its definition", "[kernel][rows]", float,
                    double) {
   using T = TestType;
@@ -413,6 +414,39 @@ TEMPLATE_TEST_CASE("softmax_slots: unreadable slots get exactly 0", "[kernel][ex
     }
     REQUIRE(any == (readable_count > 0));
     REQUIRE(std::abs(total - (any ? 1.0 : 0.0)) <= tol<T>(n));
+  }
+}
+
+// A NaN logit (finite inputs overflowing in q·k) takes no mass, and a larger logit in an earlier
+// batch of the same lane is still the max: the regression was a SIMD max that let the NaN replace
+// it (x86 max returns its second operand when either is NaN) after an ordered != had left the NaN
+// in place, so exp(100 − a smaller max) overflowed and the row became NaN.
+TEMPLATE_TEST_CASE("softmax_slots: a NaN logit takes no mass and hides no larger logit", "[kernel][exp_sum]", float,
+                   double) {
+  using T = TestType;
+  const Index w = width<T>();
+  for (Index n : {3 * w, 3 * w + 1, 4 * w - 1}) {
+    for (Index lane = 0; lane < w; lane += std::max<Index>(1, w / 4)) {
+      INFO("n = " << n << ", lane " << lane);
+      std::vector<T> logits(std::size_t(n), T(0.5));
+      logits[std::size_t(lane)] = T(100);
+      logits[std::size_t(w + lane)] = std::numeric_limits<T>::quiet_NaN();
+      logits[std::size_t(2 * w + lane)] = T(-1);
+      std::vector<std::uint8_t> written(std::size_t(n), 1);
+      std::vector<T> clean = logits;
+      REQUIRE(abc::kernel::impl::clean_max(clean.data(), n) == T(100));
+      REQUIRE(clean[std::size_t(w + lane)] == -std::numeric_limits<T>::infinity());  // NaN → −∞ in place
+      REQUIRE(abc::kernel::softmax_slots(logits.data(), n, written.data(), false, abc::kernel::SlotRange{0, n}));
+      double total = 0;
+      for (Index l = 0; l < n; ++l) {
+        INFO("slot " << l);
+        REQUIRE(std::isfinite(logits[std::size_t(l)]));
+        total += double(logits[std::size_t(l)]);
+      }
+      REQUIRE(logits[std::size_t(w + lane)] == T(0));
+      REQUIRE(double(logits[std::size_t(lane)]) > 0.999);
+      REQUIRE(std::abs(total - 1.0) <= tol<T>(n));
+    }
   }
 }
 

@@ -38,7 +38,9 @@ T clean_max(T* x, Index n) noexcept {
     B mv = none;
     for (; l + width <= n; l += width) {
       const B v = B::load_unaligned(x + l);
-      const B c = xsimd::select(v != v, none, v);
+      // v == v, not v != v: xsimd 8.1's AVX and AVX-512 != is the ordered comparison, false for
+      // NaN, which left NaN in place and let the max below replace a lane's larger entry by it.
+      const B c = xsimd::select(v == v, v, none);
       c.store_unaligned(x + l);
       mv = xsimd::max(mv, c);
     }
