@@ -237,6 +237,10 @@ TEMPLATE_TEST_CASE("scale_rows and rows_dot match the scalar oracle and their de
         REQUIRE(std::abs(double(out_b[std::size_t(i)]) - want) <= tol<T>(n));
       }
       REQUIRE(out_a[std::size_t(count)] == T(7));  // nothing written past the last row
+      // Each row's sum is reduced together with up to three others (impl::hsum4), in the order of a
+      // dot of its own: the same bits as dot(), whatever its group and place in it.
+      for (Index i = 0; i < count; ++i)
+        REQUIRE(out_a[std::size_t(i)] == abc::kernel::dot(rows_a.data() + 1 + i * ld, x.data(), n));
     }
 }
 
@@ -275,6 +279,29 @@ void check_chunk_scores(Index n, Index t, bool decays) {
   }
 }
 
+#ifndef ABC_NO_SIMD
+TEMPLATE_TEST_CASE("hsum4 is four hsums bit for bit; hmax is the largest lane", "[kernel][rows]", float, double) {
+  using T = TestType;
+  using B = abc::kernel::batch<T>;
+  constexpr Index w = Index(B::size);
+  for (std::uint64_t seed = 40; seed < 60; ++seed) {
+    INFO("seed = " << seed);
+    // Magnitudes over many octaves, so that a different order of the additions would show.
+    auto v = data<T>(4 * w, seed);
+    for (Index i = 0; i < 4 * w; ++i) v[std::size_t(i)] *= T(std::ldexp(1.0, int(i % 23) - 11));
+    B b[4];
+    for (int k = 0; k < 4; ++k) b[k] = B::load_unaligned(v.data() + k * w);
+    T sums[4];
+    abc::kernel::impl::hsum4(b[0], b[1], b[2], b[3], sums);
+    for (int k = 0; k < 4; ++k) {
+      REQUIRE(sums[k] == abc::kernel::impl::hsum(b[k]));
+      T m = v[std::size_t(k * w)];
+      for (Index i = 1; i < w; ++i) m = std::max(m, v[std::size_t(k * w + i)]);
+      REQUIRE(abc::kernel::impl::hmax(b[k]) == m);
+    }
+  }
+}
+#endif
 
 TEMPLATE_TEST_CASE("chunk_scores matches the scalar oracle bit for bit and its definition", "[kernel][rows]", float,
                    double) {

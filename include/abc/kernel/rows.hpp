@@ -102,27 +102,42 @@ void scale_rows(T* rows, Index ld, Index count, Index n, const T* a) noexcept {
 #endif
 }
 
+#ifndef ABC_NO_SIMD
+namespace impl {
+// M (1–4) rows of rows_dot: their sums in registers, reduced together by one hsum4 (padded with
+// zero sums), since the reduction, not the multiply-adds, is most of a short dot.
+template <int M, class B, class T>
+ABC_FORCE_INLINE void rows_dot_group(const T* r, Index ld, Index n, const T* x, T* out) noexcept {
+  constexpr Index width = Index(B::size);
+  const Index full = n - n % width;
+  B acc[4] = {B(T(0)), B(T(0)), B(T(0)), B(T(0))};
+  for (Index j = 0; j < full; j += width) {
+    const B xv = B::load_unaligned(x + j);
+    for (int k = 0; k < M; ++k) acc[k] = impl::fma(B::load_unaligned(r + k * ld + j), xv, acc[k]);
+  }
+  T sums[4];
+  hsum4(acc[0], acc[1], acc[2], acc[3], sums);
+  for (int k = 0; k < M; ++k) out[k] = sums[k] + scalar::dot(r + k * ld + full, x + full, n - full);
+}
+}  // namespace impl
+#endif
+
 /// out_i = row_i · x over `count` rows of width n at stride ld: four rows at a time, so that four
-/// sums are in flight and x's batches are loaded once for the four.
+/// sums are in flight, x's batches are loaded once for the four, and one reduction ends them.
 template <class T>
 void rows_dot(const T* rows, Index ld, Index count, Index n, const T* x, T* out) noexcept {
 #ifdef ABC_NO_SIMD
   scalar::rows_dot(rows, ld, count, n, x, out);
 #else
   using B = batch<T>;
-  constexpr Index width = Index(B::size);
-  const Index full = n - n % width;
   Index i = 0;
-  for (; i + 4 <= count; i += 4) {
-    const T* r = rows + i * ld;
-    B acc[4] = {B(T(0)), B(T(0)), B(T(0)), B(T(0))};
-    for (Index j = 0; j < full; j += width) {
-      const B xv = B::load_unaligned(x + j);
-      for (int k = 0; k < 4; ++k) acc[k] = impl::fma(B::load_unaligned(r + k * ld + j), xv, acc[k]);
-    }
-    for (int k = 0; k < 4; ++k) out[i + k] = impl::hsum(acc[k]) + scalar::dot(r + k * ld + full, x + full, n - full);
+  for (; i + 4 <= count; i += 4) impl::rows_dot_group<4, B>(rows + i * ld, ld, n, x, out + i);
+  switch (count - i) {
+    case 3: impl::rows_dot_group<3, B>(rows + i * ld, ld, n, x, out + i); break;
+    case 2: impl::rows_dot_group<2, B>(rows + i * ld, ld, n, x, out + i); break;
+    case 1: impl::rows_dot_group<1, B>(rows + i * ld, ld, n, x, out + i); break;
+    default: break;
   }
-  for (; i < count; ++i) out[i] = dot(rows + i * ld, x, n);
 #endif
 }
 

@@ -44,9 +44,7 @@ T clean_max(T* x, Index n) noexcept {
       c.store_unaligned(x + l);
       mv = xsimd::max(mv, c);
     }
-    alignas(B::arch_type::alignment()) T lanes[width];
-    mv.store_aligned(lanes);
-    for (Index r = 0; r < width; ++r) m = std::max(m, lanes[r]);
+    m = impl::hmax(mv);
   }
 #endif
   for (; l < n; ++l) {
