@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "support/batch_width.hpp"
@@ -473,6 +474,72 @@ TEMPLATE_TEST_CASE("softmax_slots: a NaN logit takes no mass and hides no larger
       REQUIRE(logits[std::size_t(w + lane)] == T(0));
       REQUIRE(double(logits[std::size_t(lane)]) > 0.999);
       REQUIRE(std::abs(total - 1.0) <= tol<T>(n));
+    }
+  }
+}
+
+// The slot softmax against a float64 softmax written from its rule, on rows with NaN, ±∞, huge and
+// masked entries scattered at random over the vector body and tail: NaN, −∞, masked and
+// out-of-range slots take exactly 0; +∞ entries, if any, share the mass equally; otherwise
+// exp(x − max) / Σ over the readable slots. Every output is finite whatever the input.
+TEMPLATE_TEST_CASE("softmax_slots matches a float64 softmax with NaN, ±∞ and masks anywhere", "[kernel][exp_sum]",
+                   float, double) {
+  using T = TestType;
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  const Index w = width<T>();
+  std::mt19937_64 rng(77);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (Index n : {Index(1), w - 1, w, w + 1, 3 * w + 5, Index(64), Index(100)}) {
+    if (n < 1) continue;
+    for (int trial = 0; trial < 200; ++trial) {
+      INFO("n = " << n << ", trial " << trial);
+      std::vector<T> logits(static_cast<std::size_t>(n));
+      std::vector<std::uint8_t> written(static_cast<std::size_t>(n));
+      for (Index l = 0; l < n; ++l) {
+        const double u = unit(rng);
+        T x = T(60.0 * unit(rng) - 30.0);
+        if (u < 0.10) x = std::numeric_limits<T>::quiet_NaN();
+        else if (u < 0.14) x = -inf;
+        else if (u < 0.15 && trial % 4 == 0) x = inf;
+        else if (u < 0.18) x = T(unit(rng) < 0.5 ? -1e30 : 1e30);
+        logits[std::size_t(l)] = x;
+        written[std::size_t(l)] = unit(rng) < 0.8 ? 1 : 0;
+      }
+      const bool mask = trial % 2 == 0;
+      const Index lo = Index(unit(rng) * double(n) / 3), hi = std::max(lo + 1, n - Index(unit(rng) * double(n) / 3));
+      const abc::kernel::SlotRange range{lo, hi};
+      // The rule, in float64.
+      std::vector<double> want(static_cast<std::size_t>(n), 0.0);
+      std::vector<bool> readable(static_cast<std::size_t>(n));
+      double mx = -std::numeric_limits<double>::infinity();
+      Index infinite = 0;
+      for (Index l = 0; l < n; ++l) {
+        const double x = double(logits[std::size_t(l)]);
+        readable[std::size_t(l)] = l >= lo && l < hi && (!mask || written[std::size_t(l)]) && !std::isnan(x);
+        if (!readable[std::size_t(l)]) continue;
+        mx = std::max(mx, x);
+        infinite += x == std::numeric_limits<double>::infinity();
+      }
+      const bool any = mx > -std::numeric_limits<double>::infinity();
+      if (any && infinite > 0) {
+        for (Index l = 0; l < n; ++l)
+          if (readable[std::size_t(l)] && std::isinf(double(logits[std::size_t(l)])) && logits[std::size_t(l)] > 0)
+            want[std::size_t(l)] = 1.0 / double(infinite);
+      } else if (any) {
+        double total = 0;
+        for (Index l = 0; l < n; ++l)
+          if (readable[std::size_t(l)]) total += want[std::size_t(l)] = std::exp(double(logits[std::size_t(l)]) - mx);
+        for (auto& p : want) p /= total;
+      }
+      auto got = logits;
+      REQUIRE(abc::kernel::softmax_slots(got.data(), n, written.data(), mask, range) == any);
+      for (Index l = 0; l < n; ++l) {
+        INFO("slot " << l << ", logit " << logits[std::size_t(l)]);
+        const T p = got[std::size_t(l)];
+        REQUIRE(std::isfinite(p));
+        if (want[std::size_t(l)] == 0.0 && !readable[std::size_t(l)]) REQUIRE(p == T(0));
+        REQUIRE(std::abs(double(p) - want[std::size_t(l)]) <= tol<T>(n));
+      }
     }
   }
 }
