@@ -38,7 +38,7 @@ void online_normalise(const T* lam, T* m, T* z, T* decay, T* write, Index n, boo
     const T m_new = std::max(m[l], lam[l]);
     const T keep = m[l] == -inf ? T(0) : std::exp(m[l] - m_new);
     const T add = lam[l] == -inf ? T(0) : std::exp(lam[l] - m_new);
-    const T z_new = keep * z[l] + add;
+    const T z_new = mul_add(keep, z[l], add);  // as the SIMD path, fused wherever it is inlined
     if (z_new > T(0)) {
       decay[l] = prefix ? keep * z[l] / z_new : T(1);
       write[l] = add / z_new;
@@ -94,8 +94,8 @@ template <class T>
 T update_dot(T* row, T a, T w, const T* x, const T* q, Index n) noexcept {
   T acc = T(0);
   for (Index j = 0; j < n; ++j) {
-    row[j] = a * row[j] + w * x[j];
-    acc += row[j] * q[j];
+    row[j] = mul_add(a, row[j], w * x[j]);
+    acc = mul_add(row[j], q[j], acc);
   }
   return acc;
 }
@@ -119,10 +119,12 @@ T finite_residue(const T* x, Index n) noexcept {
   return acc;
 }
 
+// x · y over n entries, one multiply-add chain in order (fused explicitly where the target has FMA,
+// so that its bits do not depend on where the compiler inlines it: the SIMD dots end in it).
 template <class T>
 T dot(const T* x, const T* y, Index n) noexcept {
   T acc = T(0);
-  for (Index j = 0; j < n; ++j) acc += x[j] * y[j];
+  for (Index j = 0; j < n; ++j) acc = mul_add(x[j], y[j], acc);
   return acc;
 }
 
