@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // abc tests: numerical stress (issue 9). Extreme ABC-MLP logits for the sigmoid and relu
 // activations (the exp case is oracle 15 in control/test_mlp.cpp), keys and values of magnitude
-// 1e15, denormal keys and values, and a 10^6-token decode through `step` checked against float64
+// 1e15, denormal keys and values, finite keys and queries whose q·k overflows, and a 10^6-token
+// decode through `step` checked against float64
 // references at sampled positions. Every reference here is written from the equations of
 // docs/design.md §1 in double, never from the library's kernels.
 #include <abc/bounded_attention.hpp>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "support/approx.hpp"
+#include "support/batch_width.hpp"
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
@@ -140,6 +142,53 @@ TEMPLATE_TEST_CASE("stress: Mlp sigmoid and relu with logits of ±1e4 are finite
     REQUIRE(all_finite(rec));
     ref::require_close(par, want);
     ref::require_close(rec, want);
+  }
+}
+
+// Finite keys and queries whose q·k overflows. Where the step's two sums of the dot meet as
+// +∞ + (−∞) the score is NaN: it takes no mass, and a larger score in an earlier SIMD batch at the
+// same lane is still the max. The regression: on AVX and AVX-512 the slot softmax's NaN check
+// compiled to nothing and the vector max then dropped that lane's larger score, so exp(800 − 0)
+// overflowed and every read past the NaN slot was NaN. (The non-causal read sums the dot in one
+// chain of fused multiply-adds, where big · (−big) is not rounded before it meets +∞: the score is
+// +∞ and, by the rule for overflowed logits, takes all the mass. Either way the read is finite.)
+TEMPLATE_TEST_CASE("stress: a q·k that overflows takes no mass as NaN, all of it as +∞, in every form",
+                   "[stress][numerics]", float, double) {
+  using T = TestType;
+  const Index w = ref::batch_width<T>(), n_tok = 3 * w + 3, d = 8, dv = 4;
+  const T big = T(2 * std::sqrt(double(std::numeric_limits<T>::max())));  // big · big overflows
+  abc::Matrix<T> q = abc::Matrix<T>::Zero(n_tok, d), k = abc::Matrix<T>::Zero(n_tok, d);
+  const abc::Matrix<T> v = ref::random<T>(n_tok, dv, 921);
+  q.col(0).setConstant(big);
+  q.col(1).setConstant(big);
+  q.col(2).setConstant(T(1));
+  k(0, 2) = T(800);  // slot 0: score 800, the row's largest finite score (e^800 overflows double too)
+  k(w, 0) = big;     // slot w, the same lane one batch on: big² − big², +∞ − ∞ once rounded
+  k(w, 1) = -big;
+  k(2 * w, 2) = T(-1);  // and a smaller score a batch further
+  abc::Options opts;
+  opts.scale = 1;
+  const abc::BoundedAttention id{abc::control::Identity<T>{n_tok}, opts};
+  const double tol = std::is_same<T, float>::value ? 1e-6 : 1e-12;
+  const auto is_row = [&](const abc::Matrix<T>& out, Index t, Index slot) {
+    return (out.row(t) - v.row(slot)).cwiseAbs().maxCoeff() <= tol * v.cwiseAbs().maxCoeff();
+  };
+  // The token loop (forward_causal of a one-hot control) and the step: slot 0's weight is 1 to
+  // within e^−799, slot w's is 0.
+  const abc::Matrix<T> causal = id.forward_causal(q, k, v), steps = step_loop(id, q, k, v, k);
+  REQUIRE(all_finite(causal));
+  REQUIRE(all_finite(steps));
+  for (Index t = 0; t < n_tok; ++t) {
+    INFO("token " << t);
+    REQUIRE(is_row(causal, t, 0));
+    REQUIRE(is_row(steps, t, 0));
+  }
+  // The non-causal read: finite, and all the mass on one of the two extreme slots.
+  const abc::Matrix<T> all = id.forward(q, k, v);
+  REQUIRE(all_finite(all));
+  for (Index t = 0; t < n_tok; ++t) {
+    INFO("token " << t);
+    REQUIRE((is_row(all, t, 0) || is_row(all, t, w)));
   }
 }
 
