@@ -88,8 +88,9 @@ ABC_FORCE_INLINE void hsum4(const B& b0, const B& b1, const B& b2, const B& b3, 
     // t = [z0 lanes 0..3 + 4..7 | z1 lanes 0..3 + 4..7], and the same for z2, z3.
     const __m256 t01 = _mm256_add_ps(_mm256_permute2f128_ps(z0, z1, 0x20), _mm256_permute2f128_ps(z0, z1, 0x31));
     const __m256 t23 = _mm256_add_ps(_mm256_permute2f128_ps(z2, z3, 0x20), _mm256_permute2f128_ps(z2, z3, 0x31));
-    // hadd pairs neighbours within each 128-bit half: lanes (s0, s2, s0, s2 | s1, s3, s1, s3).
-    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(t01, t23), _mm256_hadd_ps(t01, t23));
+    // hadd pairs neighbours within each 128-bit half; twice, lanes (s0, s2, s0, s2 | s1, s3, s1, s3).
+    const __m256 pairs = _mm256_hadd_ps(t01, t23);
+    const __m256 h = _mm256_hadd_ps(pairs, pairs);
     const __m256 s = _mm256_permutevar8x32_ps(h, _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5));
     _mm_storeu_ps(out, _mm256_castps256_ps128(s));
 #  endif
