@@ -8,6 +8,7 @@
 #include <abc/control/mlp.hpp>
 #include <abc/control/random_slot.hpp>
 #include <abc/control/sliding_window.hpp>
+#include <abc/multi_head_attention.hpp>
 
 #include "support/approx.hpp"
 #include "support/catch.hpp"
@@ -76,6 +77,63 @@ TEMPLATE_TEST_CASE("Gated sparse (window) and dense (Linformer) match the float6
       abc::BoundedAttention attn{control};
       ref::require_close(attn.forward(q, k, v, x), ref::recurrence_noncausal(sched, size_t(n), rq, rk, rv, scale));
       ref::require_causal_forms(control, q, k, v, ref::recurrence_causal(sched, size_t(n), rq, rk, rv, scale), &x);
+    }
+  }
+}
+
+// A gated sparse step folds the gate's decay of every slot into its passes over K̃ and Ṽ (a
+// multiply per entry, a multiply-add in the written slot's batch). The test above runs at widths
+// below one SIMD batch; these widths run the vector passes: full blocks of four batches, single
+// batches and the scalar tail, with the written slot moving through all of them.
+TEMPLATE_TEST_CASE("Gated sparse steps at SIMD widths match the float64 reference and the memory the build makes",
+                   "[control][gated]", float, double) {
+  using T = TestType;
+  const Index d = 40, dv = 37, n_tok = 160;
+  for (Index n : {Index(37), Index(70)}) {
+    INFO("n = " << n);
+    const std::uint64_t seed = 300 + std::uint64_t(n);
+    auto q = ref::random<T>(n_tok, d, seed + 1), k = ref::random<T>(n_tok, d, seed + 2);
+    auto v = ref::random<T>(n_tok, dv, seed + 3);
+    const abc::Vector<T> wg = ref::random<T>(d, 1, seed + 4, 0.3);  // the gate reads the key
+    const T bg = T(1.5);
+    const auto rk = ref::from(k);
+    const auto g = sigmoid_gates(rk, ref::from(abc::Matrix<T>(wg.transpose()))[0], double(bg));
+    const double scale = 1 / std::sqrt(double(d));
+    const auto rq = ref::from(q), rv = ref::from(v);
+    {  // window: each token overwrites slot t mod n
+      abc::control::Gated<abc::control::SlidingWindow<T>> control(abc::control::SlidingWindow<T>(n), wg, bg);
+      const auto sched = gated([&](size_t t) { return ref::one_hot(size_t(n), long(t % size_t(n)), 1.0, 0.0); }, g);
+      ref::require_causal_forms(control, q, k, v, ref::recurrence_causal(sched, size_t(n), rq, rk, rv, scale));
+      // The steps build the memory the non-causal build makes, to the bit: a decayed entry is
+      // decay · entry and a written one weight · k_j on both paths.
+      abc::BoundedAttention attn{control};
+      auto state = attn.make_state(d, dv);
+      attn.forward_causal(state, q, k, v);
+      const auto built = attn.memory(k, v);
+      REQUIRE(abc::Matrix<T>(state.keys()) == abc::Matrix<T>(built.keys()));
+      REQUIRE(abc::Matrix<T>(state.values()) == abc::Matrix<T>(built.values()));
+    }
+    {  // random slot: writes accumulate (decay 1 in the written slot)
+      const abc::control::RandomSlot<T> inner(abc::Slots{n}, abc::Seed{7});
+      abc::control::Gated<abc::control::RandomSlot<T>> control(inner, wg, bg);
+      const auto sched = gated([&](size_t t) { return ref::one_hot(size_t(n), long(inner.slot(Index(t))), 1.0, 1.0); }, g);
+      ref::require_causal_forms(control, q, k, v, ref::recurrence_causal(sched, size_t(n), rq, rk, rv, scale));
+    }
+    {  // grouped-query heads: two query heads read each updated memory, as memories of their own would
+      const Index H = 4, kv = 2;
+      abc::control::Gated<abc::control::SlidingWindow<T>> control(abc::control::SlidingWindow<T>(n), wg, bg);
+      abc::MultiHeadAttention<abc::control::Gated<abc::control::SlidingWindow<T>>> mha(control, H, kv);
+      const auto qd = ref::random<T>(1, n_tok * H * d, seed + 5), kd = ref::random<T>(1, n_tok * kv * d, seed + 6);
+      const auto vd = ref::random<T>(1, n_tok * kv * dv, seed + 7);
+      std::vector<T> out(std::size_t(n_tok * H * dv));
+      const auto qt = abc::HeadTensor<const T>::bhsd(qd.data(), 1, H, n_tok, d);
+      const auto kt = abc::HeadTensor<const T>::bhsd(kd.data(), 1, kv, n_tok, d);
+      const auto vt = abc::HeadTensor<const T>::bhsd(vd.data(), 1, kv, n_tok, dv);
+      mha.forward_causal(qt, kt, vt, abc::HeadTensor<T>::bhsd(out.data(), 1, H, n_tok, dv));
+      const auto ot = abc::HeadTensor<const T>::bhsd(out.data(), 1, H, n_tok, dv);
+      const abc::BoundedAttention<abc::control::Gated<abc::control::SlidingWindow<T>>> single{control};
+      for (Index h = 0; h < H; ++h)
+        REQUIRE(abc::Matrix<T>(ot.head(0, h)) == single.forward_causal(qt.head(0, h), kt.head(0, h / 2), vt.head(0, h / 2)));
     }
   }
 }

@@ -125,6 +125,52 @@ void check_blocks() {
     }
 }
 
+// Pass::decay, the passes of a gated sparse step: a decayed entry is a_l · entry and only the
+// slots with a write take the multiply-add, which equals Pass::update's result to the bit (apart
+// from the sign of a zero entry, which random data does not make). The writes fall in a full block,
+// a single batch and the scalar tail, leaving whole batches with none.
+template <class T>
+void check_decay_blocks() {
+  const Index wd = width<T>();
+  const std::vector<Index> counts = {1, wd - 1, wd, wd + 1, 4 * wd, 4 * wd + 1, 5 * wd + 3, 64};
+  const std::vector<Index> widths = {1, wd - 1, wd + 1, 4 * wd, 5 * wd + 3, 64};
+  for (Index n : counts)
+    for (Index d : widths) {
+      if (d < 1 || n < 1) continue;
+      INFO("n = " << n << ", d = " << d);
+      const T scale = T(0.125);
+      const auto a = data<T>(n, 41), x = data<T>(d, 43), q = data<T>(d, 44);
+      std::vector<T> w(static_cast<size_t>(n), T(0));
+      for (Index l : {Index(0), n / 2, n - 1}) w[size_t(l)] = T(0.75) + T(l % 3);
+      const auto u = abc::kernel::Pass::update, dk = abc::kernel::Pass::decay;
+      {
+        const Index ld = n + 3, off = 1, size = off + d * ld;
+        auto cols_a = data<T>(size, 40), cols_b = cols_a;
+        std::vector<T> dots_a(static_cast<size_t>(n)), dots_b = dots_a;
+        abc::kernel::columns_pass<dk>(cols_a.data() + off, ld, n, d, a.data(), w.data(), x.data(), q.data(), scale,
+                                      dots_a.data());
+        abc::kernel::columns_pass<u>(cols_b.data() + off, ld, n, d, a.data(), w.data(), x.data(), q.data(), scale,
+                                     dots_b.data());
+        REQUIRE(dots_a == dots_b);
+        REQUIRE(cols_a == cols_b);
+        const auto orig = data<T>(size, 40);
+        for (Index l = 0; l < n; ++l)  // an entry with no write: the decay's product, one rounding
+          if (w[size_t(l)] == T(0))
+            for (Index j = 0; j < d; ++j) REQUIRE(cols_a[size_t(off + j * ld + l)] == a[size_t(l)] * orig[size_t(off + j * ld + l)]);
+      }
+      {
+        const Index ld = d + 3, off = 1, size = off + n * ld;
+        auto rows_a = data<T>(size, 40), rows_b = rows_a;
+        const auto p = data<T>(n, 45);
+        std::vector<T> out_a(static_cast<size_t>(d)), out_b = out_a;
+        abc::kernel::rows_pass<dk>(rows_a.data() + off, ld, n, d, a.data(), w.data(), x.data(), p.data(), out_a.data());
+        abc::kernel::rows_pass<u>(rows_b.data() + off, ld, n, d, a.data(), w.data(), x.data(), p.data(), out_b.data());
+        REQUIRE(out_a == out_b);
+        REQUIRE(rows_a == rows_b);
+      }
+    }
+}
+
 // The scalar oracles themselves, against float64 plain loops of the definitions.
 template <bool Update, class T>
 void check_scalar_blocks_against_definition() {
@@ -161,6 +207,11 @@ TEMPLATE_TEST_CASE("columns_dot and rows_axpy match the scalar oracle over whole
                    double) {
   check_blocks<true, TestType>();
   check_blocks<false, TestType>();
+}
+
+TEMPLATE_TEST_CASE("the decay passes of a gated sparse step equal the dense update passes", "[kernel][rows]", float,
+                   double) {
+  check_decay_blocks<TestType>();
 }
 
 TEMPLATE_TEST_CASE("the scalar block kernels compute their definitions", "[kernel][rows]", float, double) {

@@ -59,6 +59,28 @@ void apply_sparse(MemoryView<T> m, const SparseWrite<T, W>& s, VectorRef<T> k, V
   }
 }
 
+// One token of a sparse schedule that decays every slot (decay_all ≠ 1), as the dense rows of the
+// decode step's update-and-read passes: a_l = decay_all and w_l = 0, except a written slot's
+// a = decay_all · decay and w = weight; the written marks as apply_sparse sets them. The step then
+// passes over each matrix once instead of scaling it and then reading it. Returns false, changing
+// nothing, when a token writes a slot twice (apply_sparse composes such writes in order).
+template <class T, int W>
+bool sparse_as_dense(const SparseWrite<T, W>& s, Index n, T* a, T* w, std::vector<std::uint8_t>& written) noexcept {
+  for (int j = 1; j < s.count; ++j)
+    for (int i = 0; i < j; ++i)
+      if (s.writes[static_cast<std::size_t>(i)].slot == s.writes[static_cast<std::size_t>(j)].slot) return false;
+  std::fill(a, a + n, s.decay_all);
+  std::fill(w, w + n, T(0));
+  if (s.decay_all == T(0)) std::fill(written.begin(), written.end(), std::uint8_t{0});
+  for (int j = 0; j < s.count; ++j) {
+    const SlotWrite<T>& sw = s.writes[static_cast<std::size_t>(j)];
+    a[sw.slot] = s.decay_all * sw.decay;
+    w[sw.slot] = sw.weight;
+    mark_slot(written[static_cast<std::size_t>(sw.slot)], sw.weight != T(0), sw.decay == T(0));
+  }
+  return true;
+}
+
 // mark_slot for one token of a dense schedule: decay row a, write row w. Without decays (a
 // control's `has_decay = false`) the decay row is not read: nothing is ever reset. The count is
 // read once and the flags combined as integers, so that both loops vectorise: the byte flags may

@@ -215,29 +215,40 @@ void chunk_scores(T* e, Index n, Index t, const T* a, const T* w, const T* g, T*
 #endif
 }
 
+/// What a decode step's pass does to the state as it reads it: nothing (`read`), the dense update
+/// a_l · entry + w_l · x_j (`update`), or the decay of a sparse schedule (`decay`): a_l · entry, and
+/// the update only in the slots with a write (w_l ≠ 0), so a slot with no write costs one multiply
+/// per entry, not two. `decay` differs from `update` at most in the sign of a zero entry (a_l · entry
+/// against a_l · entry + 0 · x_j).
+enum class Pass { read, update, decay };
+
 #ifndef ABC_NO_SIMD
 namespace impl {
-// Slots [0, K·width) of columns_dot: the slots' scores, decays and writes stay in registers while
+// Slots [0, K·width) of columns_pass: the slots' scores, decays and writes stay in registers while
 // the d columns stream past, two at a time so that each accumulator's chain of multiply-adds is half
 // as long (the pass is otherwise bound by their latency, not by its loads).
-template <int K, bool Update, class B, class T, class S>
+template <int K, Pass P, class B, class T, class S>
 void dot_columns(S* cols, Index ld, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
                  T* dots) noexcept {
   constexpr Index width = Index(B::size);
-  B acc[K], acc2[K], av[K], wv[K];  // av, wv: used only when Update
+  constexpr bool update = P != Pass::read;
+  B acc[K], acc2[K], av[K], wv[K];  // av, wv: used only when updating
+  bool wrote[K];                    // Pass::decay: whether batch c holds a slot with a write
   for (int c = 0; c < K; ++c) {
     acc[c] = acc2[c] = B(T(0));
-    if constexpr (Update) {
+    if constexpr (update) {
       av[c] = B::load_unaligned(a + c * width);
       wv[c] = B::load_unaligned(w + c * width);
+      wrote[c] = P == Pass::update || xsimd::any(wv[c] != B(T(0)));
     }
   }
   const auto column = [&](S* col, T qj, T xj, B* sum) {
     const B qb(qj);
-    if constexpr (Update) {
+    if constexpr (update) {
       const B xb(xj);
       for (int c = 0; c < K; ++c) {
-        const B r = impl::fma(av[c], load_batch<B>(col + c * width), wv[c] * xb);
+        const B old = load_batch<B>(col + c * width);
+        const B r = wrote[c] ? impl::fma(av[c], old, wv[c] * xb) : av[c] * old;
         store_batch(col + c * width, r);
         sum[c] = impl::fma(r, qb, sum[c]);
       }
@@ -248,33 +259,42 @@ void dot_columns(S* cols, Index ld, Index d, const T* a, const T* w, const T* x,
   };
   Index j = 0;
   for (; j + 2 <= d; j += 2) {
-    column(cols + j * ld, q[j], Update ? x[j] : T(0), acc);
-    column(cols + (j + 1) * ld, q[j + 1], Update ? x[j + 1] : T(0), acc2);
+    column(cols + j * ld, q[j], update ? x[j] : T(0), acc);
+    column(cols + (j + 1) * ld, q[j + 1], update ? x[j + 1] : T(0), acc2);
   }
-  if (j < d) column(cols + j * ld, q[j], Update ? x[j] : T(0), acc);
+  if (j < d) column(cols + j * ld, q[j], update ? x[j] : T(0), acc);
   const B sv(scale);
   for (int c = 0; c < K; ++c) (sv * (acc[c] + acc2[c])).store_unaligned(dots + c * width);
 }
 
 // Columns [j0, j0 + K·width) of out = Σ_l p_l · row_l: the K output batches (and x's) stay in
 // registers across all n rows, so no row waits on the previous row's store of out.
-template <int K, bool Update, class B, class T, class Row>
+template <int K, Pass P, class B, class T, class Row>
 void axpy_columns(Row* rows, Index ld, Index n, const T* a, const T* w, const T* x, const T* p, T* out) noexcept {
   constexpr Index width = Index(B::size);
-  B acc[K], xv[K];  // xv: x's columns, used only when Update
+  B acc[K], xv[K];  // xv: x's columns, used only when updating
   for (int c = 0; c < K; ++c) {
     acc[c] = B(T(0));
-    if constexpr (Update) xv[c] = B::load_unaligned(x + c * width);
+    if constexpr (P != Pass::read) xv[c] = B::load_unaligned(x + c * width);
   }
   for (Index l = 0; l < n; ++l) {
     Row* row = rows + l * ld;
     const B pv(p[l]);
-    if constexpr (Update) {
-      const B av(a[l]), wv(w[l]);
-      for (int c = 0; c < K; ++c) {
-        const B r = impl::fma(av, load_batch<B>(row + c * width), wv * xv[c]);
-        store_batch(row + c * width, r);
-        acc[c] = impl::fma(pv, r, acc[c]);
+    if constexpr (P != Pass::read) {
+      const B av(a[l]);
+      if (P == Pass::update || w[l] != T(0)) {
+        const B wv(w[l]);
+        for (int c = 0; c < K; ++c) {
+          const B r = impl::fma(av, load_batch<B>(row + c * width), wv * xv[c]);
+          store_batch(row + c * width, r);
+          acc[c] = impl::fma(pv, r, acc[c]);
+        }
+      } else {
+        for (int c = 0; c < K; ++c) {
+          const B r = av * load_batch<B>(row + c * width);
+          store_batch(row + c * width, r);
+          acc[c] = impl::fma(pv, r, acc[c]);
+        }
       }
     } else if (p[l] != T(0)) {
       for (int c = 0; c < K; ++c) acc[c] = impl::fma(pv, load_batch<B>(row + c * width), acc[c]);
@@ -298,57 +318,71 @@ void weighted_rows(const S* rows, Index ld, Index n, Index dv, const T* p, T* ou
   const T* none = nullptr;  // no update: no decays, writes or input
   Index j = 0;
   for (; j + 4 * width <= dv; j += 4 * width)
-    impl::axpy_columns<4, false, B>(rows + j, ld, n, none, none, none, p, out + j);
-  for (; j + width <= dv; j += width) impl::axpy_columns<1, false, B>(rows + j, ld, n, none, none, none, p, out + j);
+    impl::axpy_columns<4, Pass::read, B>(rows + j, ld, n, none, none, none, p, out + j);
+  for (; j + width <= dv; j += width) impl::axpy_columns<1, Pass::read, B>(rows + j, ld, n, none, none, none, p, out + j);
   if (j < dv) scalar::weighted_rows(rows + j, ld, n, dv - j, p, out + j);
 #endif
 }
 
 /// The read of a decode step over K̃, stored column-major (a State's layout: column j of the n × d
-/// block at cols + j · ld): entry (l, j) ← a_l · entry + w_l · x_j when Update, then
+/// block at cols + j · ld): entry (l, j) updated as P says (see Pass), then
 /// dots_l = scale · Σ_j entry(l, j) · q_j. One pass over the columns; blocks of 4 batches of slots
 /// (64 floats with AVX-512), then single batches, keep their sums, decays and writes in registers,
-/// so no slot's score needs a horizontal sum. The slots past the last full batch take the scalar path.
-template <bool Update, class T, class S>
-void columns_dot(S* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
-                 T* dots) noexcept {
+/// so no slot's score needs a horizontal sum. The slots past the last full batch take the scalar
+/// path (which updates `decay` slots as `update` does).
+template <Pass P, class T, class S>
+void columns_pass(S* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
+                  T* dots) noexcept {
+  constexpr bool update = P != Pass::read;
 #ifdef ABC_NO_SIMD
-  scalar::columns_dot<Update>(cols, ld, n, d, a, w, x, q, scale, dots);
+  scalar::columns_dot<update>(cols, ld, n, d, a, w, x, q, scale, dots);
 #else
   using B = batch<T>;
   constexpr Index width = Index(B::size);
   Index l = 0;
   for (; l + 4 * width <= n; l += 4 * width)
-    impl::dot_columns<4, Update, B>(cols + l, ld, d, a + l, w + l, x, q, scale, dots + l);
-  for (; l + width <= n; l += width) impl::dot_columns<1, Update, B>(cols + l, ld, d, a + l, w + l, x, q, scale, dots + l);
-  if (l < n) scalar::columns_dot<Update>(cols + l, ld, n - l, d, a + l, w + l, x, q, scale, dots + l);
+    impl::dot_columns<4, P, B>(cols + l, ld, d, a + l, w + l, x, q, scale, dots + l);
+  for (; l + width <= n; l += width) impl::dot_columns<1, P, B>(cols + l, ld, d, a + l, w + l, x, q, scale, dots + l);
+  if (l < n) scalar::columns_dot<update>(cols + l, ld, n - l, d, a + l, w + l, x, q, scale, dots + l);
 #endif
 }
 
-/// The readout of a decode step over Ṽ: for each of the n rows of width dv at stride ld,
-/// row_l ← a_l · row_l + w_l · x when Update, and out = Σ_l p_l · row_l (overwritten). One pass
-/// over the rows, the output held in registers a column block at a time. Without Update, rows
-/// with p_l = 0 are not read (an empty or fully masked slot costs nothing), and a, w and x are not
-/// read either.
+/// columns_pass with the dense update (Update) or none.
 template <bool Update, class T, class S>
-void rows_axpy(S* rows, Index ld, Index n, Index dv, const T* a, const T* w, const T* x, const T* p,
+void columns_dot(S* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
+                 T* dots) noexcept {
+  columns_pass<Update ? Pass::update : Pass::read>(cols, ld, n, d, a, w, x, q, scale, dots);
+}
+
+/// The readout of a decode step over Ṽ: for each of the n rows of width dv at stride ld, row_l
+/// updated as P says (see Pass), and out = Σ_l p_l · row_l (overwritten). One pass over the rows,
+/// the output held in registers a column block at a time. With Pass::read, rows with p_l = 0 are
+/// not read (an empty or fully masked slot costs nothing), and a, w and x are not read either.
+template <Pass P, class T, class S>
+void rows_pass(S* rows, Index ld, Index n, Index dv, const T* a, const T* w, const T* x, const T* p,
                T* out) noexcept {
-  if constexpr (!Update) {
+  if constexpr (P == Pass::read) {
     (void)a, (void)w, (void)x;
     weighted_rows(static_cast<const S*>(rows), ld, n, dv, p, out);
   } else {
 #ifdef ABC_NO_SIMD
-    scalar::rows_axpy<Update>(rows, ld, n, dv, a, w, x, p, out);
+    scalar::rows_axpy<true>(rows, ld, n, dv, a, w, x, p, out);
 #else
     using B = batch<T>;
     constexpr Index width = Index(B::size);
     Index j = 0;
-    for (; j + 4 * width <= dv; j += 4 * width)
-      impl::axpy_columns<4, true, B>(rows + j, ld, n, a, w, x + j, p, out + j);
-    for (; j + width <= dv; j += width) impl::axpy_columns<1, true, B>(rows + j, ld, n, a, w, x + j, p, out + j);
+    for (; j + 4 * width <= dv; j += 4 * width) impl::axpy_columns<4, P, B>(rows + j, ld, n, a, w, x + j, p, out + j);
+    for (; j + width <= dv; j += width) impl::axpy_columns<1, P, B>(rows + j, ld, n, a, w, x + j, p, out + j);
     if (j < dv) scalar::rows_axpy<true>(rows + j, ld, n, dv - j, a, w, x + j, p, out + j);
 #endif
   }
+}
+
+/// rows_pass with the dense update (Update) or none.
+template <bool Update, class T, class S>
+void rows_axpy(S* rows, Index ld, Index n, Index dv, const T* a, const T* w, const T* x, const T* p,
+               T* out) noexcept {
+  rows_pass<Update ? Pass::update : Pass::read>(rows, ld, n, dv, a, w, x, p, out);
 }
 
 // NOLINTEND(bugprone-easily-swappable-parameters)

@@ -189,7 +189,8 @@ class SoftmaxEngine {
   // Token t: the control's write into the memory, then each head's read, in two passes over the
   // state: each column of K̃ is updated and added into the first head's scores in one go (the other
   // heads read the updated columns), and after the softmax each Ṽ row is updated and accumulated into
-  // the first head's output (kernel/rows.hpp). Scratch rows of the state hold the decays (row 0), the
+  // the first head's output (kernel/rows.hpp). An ungated one-hot write touches one row: it is
+  // applied first and both passes only read. Scratch rows of the state hold the decays (row 0), the
   // writes (row 1) and one score row per head, so a step allocates nothing.
   // `keys` and `values` are the memory's entries, in T or (one head of a dense schedule) bfloat16.
   template <class S, class QueryOf, class OutputOf, class Input>
@@ -202,12 +203,21 @@ class SoftmaxEngine {
     T* w = scratch.row(1).data();
     const auto scores = [&scratch](Index g) { return scratch.row(2 + g).data(); };
     const T sc = scale(d);
+    bool update = !sparse;  // whether the passes below apply the schedule (a, w) as they read
     if constexpr (sparse) {
       SparseWrite<T, Control::max_writes> sw;
       detail::sparse_schedule(control_, t, input.transpose(), Access::slot_state(s), Access::positions(s), sw);
-      apply_sparse<T, Control::max_writes>(view(s), sw, VectorRef<T>(Eigen::Map<const Vector<T>>(k, d)),
-                                           VectorRef<T>(Eigen::Map<const Vector<T>>(v, dv)));
-      for (Index g = 0; g < heads; ++g) columns_dot<false>(keys, n, n, d, a, w, k, query(g), sc, scores(g));
+      // A gated control decays every slot: its scale goes into the update-and-read passes as dense
+      // rows (a, w), so each matrix is passed over once rather than scaled and then read.
+      update = sw.decay_all != T(1) && sparse_as_dense(sw, n, a, w, Access::written(s));
+      if (update) {
+        columns_pass<Pass::decay>(keys, n, n, d, a, w, k, query(0), sc, scores(0));
+        for (Index g = 1; g < heads; ++g) columns_dot<false>(keys, n, n, d, a, w, k, query(g), sc, scores(g));
+      } else {
+        apply_sparse<T, Control::max_writes>(view(s), sw, VectorRef<T>(Eigen::Map<const Vector<T>>(k, d)),
+                                             VectorRef<T>(Eigen::Map<const Vector<T>>(v, dv)));
+        for (Index g = 0; g < heads; ++g) columns_dot<false>(keys, n, n, d, a, w, k, query(g), sc, scores(g));
+      }
       (void)projected;
     } else {
       bool done = false;
@@ -226,8 +236,11 @@ class SoftmaxEngine {
     const SlotRange range = range_of(t)(0);
     const std::uint8_t* written = Access::written(s).data();
     for (Index g = 0; g < heads; ++g) softmax_slots(scores(g), n, written, masked(), range);
-    // A one-hot write has already been applied: then every pass only reads Ṽ.
-    rows_axpy<!sparse>(values, dv, n, dv, a, w, v, scores(0), output(0));
+    // An ungated one-hot write has already been applied: then every pass only reads Ṽ.
+    if (update)
+      rows_pass<sparse ? Pass::decay : Pass::update>(values, dv, n, dv, a, w, v, scores(0), output(0));
+    else
+      rows_axpy<false>(values, dv, n, dv, a, w, v, scores(0), output(0));
     for (Index g = 1; g < heads; ++g) rows_axpy<false>(values, dv, n, dv, a, w, v, scores(g), output(g));
   }
 
