@@ -16,6 +16,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include <random>
+
 namespace {
 
 using abc::Index;
@@ -89,6 +91,31 @@ void read_rows(benchmark::State& st) {
   }
   st.counters["FLOPS"] = benchmark::Counter(2.0 * 2.0 * double(n * d), benchmark::Counter::kIsIterationInvariantRate,
                                             benchmark::Counter::OneK::kIs1000);
+}
+
+// The read of Ṽ alone (weighted_rows, n = dv = 64) as its weights' zeros fall: none (0); half of
+// them at random, a different pattern each call (1: a peaked softmax flushes its small weights to 0
+// in no order a branch predictor learns; 1021 patterns in turn); the first half (2: the empty slots
+// of a memory still filling, a run a branch learns).
+template <int Zeros>
+void weighted_rows_zeros(benchmark::State& st) {
+  const Index n = 64, d = 64, patterns = 1021;
+  const Mat vm = Mat::Random(n, d);
+  abc::ColMatrix<float> p = (Mat::Random(n, patterns).array() * 0.5f + 0.5f).matrix() / float(n);
+  std::mt19937 bits(7);
+  for (Index c = 0; c < patterns; ++c)
+    for (Index l = 0; l < n; ++l) {
+      const bool zero = Zeros == 1 ? (bits() & 1u) != 0 : Zeros == 2 && l < n / 2;
+      if (zero) p(l, c) = 0.0f;
+    }
+  Vec out(d);
+  Index c = 0;
+  for (auto _ : st) {
+    abc::kernel::weighted_rows(vm.data(), d, n, d, p.col(c).data(), out.data());
+    c = c + 1 == patterns ? 0 : c + 1;
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
 }
 
 template <bool Simd>
@@ -185,6 +212,9 @@ BENCHMARK_TEMPLATE(step_rows, Path::simd_per_row)
     ->Args({64, 128});
 BENCHMARK_TEMPLATE(read_rows, true)->Name("read_rows/simd")->Args({64, 64})->Args({256, 64});
 BENCHMARK_TEMPLATE(read_rows, false)->Name("read_rows/scalar")->Args({64, 64})->Args({256, 64});
+BENCHMARK_TEMPLATE(weighted_rows_zeros, 0)->Name("weighted_rows/no_zeros");
+BENCHMARK_TEMPLATE(weighted_rows_zeros, 1)->Name("weighted_rows/half_zero_scattered");
+BENCHMARK_TEMPLATE(weighted_rows_zeros, 2)->Name("weighted_rows/half_zero_run");
 BENCHMARK_TEMPLATE(online_normalise, true)->Name("online_normalise/simd")->Arg(64)->Arg(256);
 BENCHMARK_TEMPLATE(online_normalise, false)->Name("online_normalise/scalar")->Arg(64)->Arg(256);
 
