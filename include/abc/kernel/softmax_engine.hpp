@@ -37,6 +37,7 @@ class SoftmaxEngine {
   using T = typename Control::scalar_type;
   static constexpr bool sparse = detail::has_sparse_schedule<Control>::value;
   static constexpr bool has_decay = detail::decay_flag<Control>::value;
+  static constexpr bool may_decay_all = sparse && detail::decay_all_flag<Control>::value;
   using Access = detail::StateAccess;
 
  public:
@@ -203,21 +204,22 @@ class SoftmaxEngine {
     T* w = scratch.row(1).data();
     const auto scores = [&scratch](Index g) { return scratch.row(2 + g).data(); };
     const T sc = scale(d);
-    bool update = !sparse;  // whether the passes below apply the schedule (a, w) as they read
+    bool decay_pass = false;  // a gated sparse step: the passes below decay every slot as they read
     if constexpr (sparse) {
       SparseWrite<T, Control::max_writes> sw;
       detail::sparse_schedule(control_, t, input.transpose(), Access::slot_state(s), Access::positions(s), sw);
       // A gated control decays every slot: its scale goes into the update-and-read passes as dense
-      // rows (a, w), so each matrix is passed over once rather than scaled and then read.
-      update = sw.decay_all != T(1) && sparse_as_dense(sw, n, a, w, Access::written(s));
-      if (update) {
-        columns_pass<Pass::decay>(keys, n, n, d, a, w, k, query(0), sc, scores(0));
-        for (Index g = 1; g < heads; ++g) columns_dot<false>(keys, n, n, d, a, w, k, query(g), sc, scores(g));
-      } else {
+      // rows (a, w), so each matrix is passed over once rather than scaled and then read. Other
+      // sparse controls (decay_all ≡ 1) compile without this path.
+      if constexpr (may_decay_all)
+        decay_pass = sw.decay_all != T(1) && sparse_as_dense(sw, n, a, w, Access::written(s));
+      if (!decay_pass)
         apply_sparse<T, Control::max_writes>(view(s), sw, VectorRef<T>(Eigen::Map<const Vector<T>>(k, d)),
                                              VectorRef<T>(Eigen::Map<const Vector<T>>(v, dv)));
-        for (Index g = 0; g < heads; ++g) columns_dot<false>(keys, n, n, d, a, w, k, query(g), sc, scores(g));
-      }
+      else if constexpr (may_decay_all)
+        columns_pass<Pass::decay>(keys, n, n, d, a, w, k, query(0), sc, scores(0));
+      for (Index g = decay_pass ? 1 : 0; g < heads; ++g)
+        columns_dot<false>(keys, n, n, d, a, w, k, query(g), sc, scores(g));
       (void)projected;
     } else {
       bool done = false;
@@ -237,10 +239,14 @@ class SoftmaxEngine {
     const std::uint8_t* written = Access::written(s).data();
     for (Index g = 0; g < heads; ++g) softmax_slots(scores(g), n, written, masked(), range);
     // An ungated one-hot write has already been applied: then every pass only reads Ṽ.
-    if (update)
-      rows_pass<sparse ? Pass::decay : Pass::update>(values, dv, n, dv, a, w, v, scores(0), output(0));
-    else
-      rows_axpy<false>(values, dv, n, dv, a, w, v, scores(0), output(0));
+    if constexpr (!sparse) {
+      rows_axpy<true>(values, dv, n, dv, a, w, v, scores(0), output(0));
+    } else {
+      if (!decay_pass)
+        rows_axpy<false>(values, dv, n, dv, a, w, v, scores(0), output(0));
+      else if constexpr (may_decay_all)
+        rows_pass<Pass::decay>(values, dv, n, dv, a, w, v, scores(0), output(0));
+    }
     for (Index g = 1; g < heads; ++g) rows_axpy<false>(values, dv, n, dv, a, w, v, scores(g), output(g));
   }
 
