@@ -66,9 +66,12 @@ void apply_sparse(MemoryView<T> m, const SparseWrite<T, W>& s, VectorRef<T> k, V
 // nothing, when a token writes a slot twice (apply_sparse composes such writes in order).
 template <class T, int W>
 bool sparse_as_dense(const SparseWrite<T, W>& s, Index n, T* a, T* w, std::vector<std::uint8_t>& written) noexcept {
-  for (int j = 1; j < s.count; ++j)
-    for (int i = 0; i < j; ++i)
-      if (s.writes[static_cast<std::size_t>(i)].slot == s.writes[static_cast<std::size_t>(j)].slot) return false;
+  if constexpr (W > 1) {  // (with one write there is nothing to compare, and g++ -O3 warns on the loop)
+    const int count = std::min(s.count, W);
+    for (int j = 1; j < count; ++j)
+      for (int i = 0; i < j; ++i)
+        if (s.writes[static_cast<std::size_t>(i)].slot == s.writes[static_cast<std::size_t>(j)].slot) return false;
+  }
   std::fill(a, a + n, s.decay_all);
   std::fill(w, w + n, T(0));
   if (s.decay_all == T(0)) std::fill(written.begin(), written.end(), std::uint8_t{0});
