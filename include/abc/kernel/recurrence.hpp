@@ -36,13 +36,24 @@ inline void mark_slot(std::uint8_t& written, bool wrote, bool reset) noexcept {
   written = static_cast<std::uint8_t>(wrote | (reset ? 0 : written));
 }
 
+// mark_slot for one token of a sparse schedule: a decay_all of 0 empties every slot, then each
+// write marks its own. apply_sparse and sparse_as_dense share it, so the step's two paths keep
+// the same marks.
+template <class T, int W>
+void mark_sparse(const SparseWrite<T, W>& s, std::vector<std::uint8_t>& written) noexcept {
+  if (s.decay_all == T(0)) std::fill(written.begin(), written.end(), std::uint8_t{0});
+  for (int j = 0; j < s.count; ++j) {
+    const SlotWrite<T>& w = s.writes[static_cast<std::size_t>(j)];
+    mark_slot(written[static_cast<std::size_t>(w.slot)], w.weight != T(0), w.decay == T(0));
+  }
+}
+
 // One token of a sparse schedule: O(count · d), plus O(n · d) only when every slot decays.
 template <class T, int W>
 void apply_sparse(MemoryView<T> m, const SparseWrite<T, W>& s, VectorRef<T> k, VectorRef<T> v) {
   if (s.decay_all != T(1)) {
     m.keys *= s.decay_all;
     m.values *= s.decay_all;
-    if (s.decay_all == T(0)) std::fill(m.written.begin(), m.written.end(), std::uint8_t{0});
   }
   for (int j = 0; j < s.count; ++j) {
     const SlotWrite<T>& w = s.writes[static_cast<std::size_t>(j)];
@@ -55,15 +66,16 @@ void apply_sparse(MemoryView<T> m, const SparseWrite<T, W>& s, VectorRef<T> k, V
       kr = w.decay * kr + w.weight * k.transpose();
       vr = w.decay * vr + w.weight * v.transpose();
     }
-    mark_slot(m.written[static_cast<std::size_t>(w.slot)], w.weight != T(0), w.decay == T(0));
   }
+  mark_sparse(s, m.written);
 }
 
 // One token of a sparse schedule that decays every slot (decay_all ≠ 1), as the dense rows of the
 // decode step's update-and-read passes: a_l = decay_all and w_l = 0, except a written slot's
-// a = decay_all · decay and w = weight; the written marks as apply_sparse sets them. The step then
-// passes over each matrix once instead of scaling it and then reading it. Returns false, changing
-// nothing, when a token writes a slot twice (apply_sparse composes such writes in order).
+// a = decay_all · decay and w = weight; the written marks by mark_sparse, as apply_sparse sets
+// them. The step then passes over each matrix once instead of scaling it and then reading it.
+// Returns false, changing nothing, when a token writes a slot twice (apply_sparse composes such
+// writes in order).
 template <class T, int W>
 bool sparse_as_dense(const SparseWrite<T, W>& s, Index n, T* a, T* w, std::vector<std::uint8_t>& written) noexcept {
   if constexpr (W > 1) {  // (with one write there is nothing to compare, and g++ -O3 warns on the loop)
@@ -74,13 +86,12 @@ bool sparse_as_dense(const SparseWrite<T, W>& s, Index n, T* a, T* w, std::vecto
   }
   std::fill(a, a + n, s.decay_all);
   std::fill(w, w + n, T(0));
-  if (s.decay_all == T(0)) std::fill(written.begin(), written.end(), std::uint8_t{0});
   for (int j = 0; j < s.count; ++j) {
     const SlotWrite<T>& sw = s.writes[static_cast<std::size_t>(j)];
     a[sw.slot] = s.decay_all * sw.decay;
     w[sw.slot] = sw.weight;
-    mark_slot(written[static_cast<std::size_t>(sw.slot)], sw.weight != T(0), sw.decay == T(0));
   }
+  mark_sparse(s, written);
   return true;
 }
 
