@@ -340,9 +340,13 @@ class BoundedAttention {
   }
 
   // A vector as a one-row matrix view (no copy): step shares every check with the parallel calls.
-  static Eigen::Map<const Matrix<T>> rows(const VectorRef<T>& x) noexcept {
-    return Eigen::Map<const Matrix<T>>(x.data(), 1, x.size());
-  }
+  // The row count is 1 at compile time, so the view holds only the pointer and the length: a view
+  // with both extents stored had its two 8-byte fields read back as one 16-byte load where the
+  // MatrixRef binds to it, which the store buffer cannot forward (a stall on every step).
+  using OneRow = Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic, Eigen::RowMajor>>;
+  static_assert(Eigen::internal::traits<MatrixRef<T>>::template match<OneRow>::MatchAtCompileTime,
+                "a MatrixRef binds to a one-row view without a copy");
+  static OneRow rows(const VectorRef<T>& x) noexcept { return OneRow(x.data(), x.size()); }
 
   // Every check of a call and of its output buffer; nothing is touched before they pass.
   template <class Out>
