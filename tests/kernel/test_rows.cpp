@@ -664,3 +664,38 @@ TEMPLATE_TEST_CASE("finite_residue is zero for finite entries and NaN for any Na
     }
   }
 }
+
+TEMPLATE_TEST_CASE("max_magnitude is the largest |x_j|, and NaN for any NaN or infinity, at every place",
+                   "[kernel][finite]", float, double) {
+  using T = TestType;
+  using lim = std::numeric_limits<T>;
+  REQUIRE(abc::kernel::max_magnitude(static_cast<const T*>(nullptr), 0) == T(0));
+  for (Index n : lengths<T>()) {
+    if (n == 0) continue;
+    INFO("n = " << n);
+    std::vector<T> x = data<T>(n, 47);
+    // The largest magnitude at every place, negative or positive, subnormal when all others are
+    // zero, and the largest finite value.
+    for (Index i = 0; i < n; ++i)
+      for (T big : {T(-7.5), T(7.5), lim::max(), -lim::max()}) {
+        std::vector<T> y = x;
+        y[std::size_t(i + 1)] = big;
+        INFO("entry " << i << " = " << big);
+        REQUIRE(abc::kernel::max_magnitude(y.data() + 1, n) == std::abs(big));  // unaligned
+      }
+    std::vector<T> tiny(std::size_t(n + 1), T(0));
+    tiny[std::size_t(n)] = -lim::denorm_min();
+    REQUIRE(abc::kernel::max_magnitude(tiny.data() + 1, n) == lim::denorm_min());
+    tiny[std::size_t(n)] = T(-0.0);
+    REQUIRE(abc::kernel::max_magnitude(tiny.data() + 1, n) == T(0));
+    for (Index i = 0; i < n; ++i)
+      for (T bad : {lim::quiet_NaN(), lim::infinity(), -lim::infinity()}) {
+        std::vector<T> y = x;
+        y[std::size_t(i + 1)] = bad;
+        INFO("entry " << i << " = " << bad);
+        REQUIRE(std::isnan(abc::kernel::max_magnitude(y.data() + 1, n)));
+        // Outside the range nothing is read.
+        if (i > 0) REQUIRE(!std::isnan(abc::kernel::max_magnitude(y.data() + 1, i)));
+      }
+  }
+}

@@ -10,6 +10,8 @@
 
 #include "../detail/check.hpp"
 #include "../detail/control_check.hpp"
+#include "../detail/project.hpp"
+#include "../kernel/finite.hpp"
 #include "../types.hpp"
 
 ABC_NAMESPACE_BEGIN
@@ -44,18 +46,17 @@ namespace detail {
 // with 2^(e−1) ≤ m < 2^e, scaled entry by entry with ldexp (exact; the factor 2^−e itself
 // overflows float for subnormal m), so that ‖x·2^−e‖ ∈ [1/2, sqrt(d)) and W x̂ is as finite as W
 // allows. A zero row stays zero; a row holding NaN or ±inf keeps the GEMM's non-finite result.
+// The product is detail::project's (w_t = Wᵀ): one token's row and a chunk's rows sum each entry in
+// the same order, so a decode step's features equal the chunked kernel's bit for bit.
 template <class T>
-void project_direction(MatrixRef<T> x, const Matrix<T>& w, feature::InputNorm norm, MatrixOut<T> proj) {
-  proj.noalias() = x * w.transpose();
+void project_direction(MatrixRef<T> x, const Matrix<T>& w, const Matrix<T>& w_t, feature::InputNorm norm,
+                       MatrixOut<T> proj) {
+  project<T>(x, w, w_t, proj);
   if (norm == feature::InputNorm::raw) return;
   const T lo = std::ldexp(T(1), -32), hi = std::ldexp(T(1), 32);
   const Index d = x.cols(), D = w.rows();
   for (Index i = 0; i < x.rows(); ++i) {
-    T m = T(0);
-    for (Index j = 0; j < d; ++j) {
-      const T a = std::abs(x(i, j));
-      m = (std::isnan(a) || a > m) ? a : m;  // once NaN, stays NaN
-    }
+    const T m = kernel::max_magnitude(x.row(i).data(), d);  // NaN when an entry is not finite
     if (m == T(0)) {
       proj.row(i).setZero();
       continue;
@@ -98,9 +99,10 @@ class RandomProjection {
     require_at_least(who, "W.rows() (D)", w_.rows(), 1, "at least one feature");
     require_at_least(who, "W.cols() (d)", w_.cols(), 1, "inputs need a column");
     if (auto p = finite_problem("W", w_)) raise(who, p);
+    w_t_ = w_.transpose();
   }
   // proj = W x̂ for each row of x (project_direction).
-  void project(const MatrixRef<T>& x, MatrixOut<T> proj) const { project_direction<T>(x, w_, norm_, proj); }
+  void project(const MatrixRef<T>& x, MatrixOut<T> proj) const { project_direction<T>(x, w_, w_t_, norm_, proj); }
 
   // The chain rule through y = W x̂, given dy = ∂L/∂y [rows × D]: ∂L/∂W += dyᵀ X̂ (into d_w, [D × d])
   // and ∂L/∂x += J(x)ᵀ Wᵀ dy (into dx, [rows × d]). Under `raw` J = I; under `unit`
@@ -116,7 +118,7 @@ class RandomProjection {
     Vector<T> norms = Vector<T>::Ones(rows);
     if (norm_ == feature::InputNorm::unit) {
       for (Index i = 0; i < rows; ++i) {
-        const T m = x.row(i).cwiseAbs().maxCoeff();
+        const T m = kernel::max_magnitude(x.row(i).data(), d);
         if (!(m > T(0)) || !std::isfinite(m)) {
           xhat.row(i).setZero();
           norms(i) = T(0);
@@ -146,6 +148,7 @@ class RandomProjection {
 
  private:
   Matrix<T> w_;
+  Matrix<T> w_t_;  // Wᵀ, for detail::project
   feature::InputNorm norm_;
 };
 

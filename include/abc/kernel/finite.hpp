@@ -2,6 +2,10 @@
 // abc: bounded-memory attention. The vector pass behind every finite-input check.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "../types.hpp"
 #include "scalar.hpp"
 #include "simd.hpp"
@@ -41,6 +45,33 @@ T finite_residue_rows(const T* x, Index rows, Index cols, Index stride) noexcept
   }
   return impl::hsum((a0 + a1) + (a2 + a3)) + tail;
 #endif
+}
+
+/// max_j |x_j| over n entries (0 for none), or NaN when an entry is not finite: the scale of a
+/// row, in one vectorised pass (Eigen 3.4's maxCoeff is a scalar loop).
+template <class T>
+T max_magnitude(const T* x, Index n) noexcept {
+  T m = T(0), residue = T(0);
+  Index j = 0;
+#ifndef ABC_NO_SIMD
+  using B = batch<T>;
+  constexpr Index width = Index(B::size);
+  if (n >= width) {
+    B mv(T(0)), rv(T(0));
+    for (; j + width <= n; j += width) {
+      const B v = B::load_unaligned(x + j);
+      mv = xsimd::max(mv, xsimd::abs(v));
+      rv = impl::fma(v, B(T(0)), rv);
+    }
+    m = impl::hmax(mv);
+    residue = impl::hsum(rv);
+  }
+#endif
+  for (; j < n; ++j) {
+    m = std::max(m, std::abs(x[j]));
+    residue += x[j] * T(0);
+  }
+  return residue == T(0) ? m : std::numeric_limits<T>::quiet_NaN();
 }
 
 /// finite_residue_rows over one row of n entries.
