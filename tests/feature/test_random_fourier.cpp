@@ -2,6 +2,7 @@
 // abc tests: feature::RandomFourier and feature::Projection: the unit norm of φ, the map against a
 // float64 reference with unit-norm (default) and raw inputs at every magnitude, the kernel it
 // estimates (with the corrected σ convention) and the estimate's variance.
+#include <abc/feature/arc_cosine.hpp>
 #include <abc/feature/input_norm.hpp>
 #include <abc/feature/projection.hpp>
 #include <abc/feature/random_fourier.hpp>
@@ -165,4 +166,39 @@ TEST_CASE("the kernel estimate: mean exp(−s²‖x−y‖²/2), variance (1/2D)
   REQUIRE(std::abs(var / var_want - 1) < 0.10);
   // The dissertation's Eq. 4.3 read literally (σ as a bandwidth) predicts a different kernel.
   REQUIRE(std::abs(mean - std::exp(-dist2 / (2 * s * s))) > 10 * se);
+}
+
+TEMPLATE_TEST_CASE("both random-feature maps give a row alone the features it has in a block, bit for bit",
+                   "[feature][random_fourier][arc_cosine][input_norm]", float, double) {
+  // A decode step maps one query and one key; the chunked kernels map a chunk's rows together.
+  // The same bits either way keep a step loop equal to the chunked call.
+  using T = TestType;
+  using abc::feature::InputNorm;
+  for (Index d : {Index(3), Index(37), Index(64)})
+    for (Index D : {Index(5), Index(40)}) {
+      const abc::Matrix<T> w = abc::feature::Projection<T>(D, d, abc::Seed(std::uint64_t(d * 100 + D)), T(1.5)).draw();
+      abc::Matrix<T> x = ref::random<T>(20, d, 83, 2.0);
+      const abc::Matrix<T> edges = edge_rows<T>();
+      x.topLeftCorner(edges.rows(), std::min(d, edges.cols())) = edges.leftCols(std::min(d, edges.cols()));
+      x.row(1).setZero();
+      for (InputNorm norm : {InputNorm::unit, InputNorm::raw}) {
+        const abc::feature::RandomFourier<T> sincos(w, norm);
+        const abc::feature::ArcCosine<T> arccos(w, norm);
+        abc::Matrix<T> fs(x.rows(), 2 * D), fa(x.rows(), D), one_s(1, 2 * D), one_a(1, D);
+        sincos.map(x, fs);
+        arccos.map(x, fa);
+        for (Index i = 0; i < x.rows(); ++i) {
+          INFO("d = " << d << ", D = " << D << ", unit " << (norm == InputNorm::unit) << ", row " << i);
+          sincos.map(x.row(i), one_s);
+          arccos.map(x.row(i), one_a);
+          // Equal values with equal signs (of zeros too) are equal bits; a raw row whose W x
+          // overflows has NaN features either way.
+          const auto same = [](T a, T b) {
+            return (a == b && std::signbit(a) == std::signbit(b)) || (std::isnan(a) && std::isnan(b));
+          };
+          for (Index r = 0; r < 2 * D; ++r) REQUIRE(same(one_s(0, r), fs(i, r)));
+          for (Index r = 0; r < D; ++r) REQUIRE(same(one_a(0, r), fa(i, r)));
+        }
+      }
+    }
 }

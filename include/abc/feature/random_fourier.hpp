@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "../kernel/sin_cos.hpp"
 #include "../types.hpp"
 #include "input_norm.hpp"
 
@@ -48,8 +49,10 @@ class RandomFourier : public detail::RandomProjection<T> {
     auto proj = phi.leftCols(D);
     this->project(x, proj);
     const T scale = T(1) / std::sqrt(T(D));
-    phi.rightCols(D) = scale * proj.array().cos();
-    proj = scale * proj.array().sin();
+    for (Index i = 0; i < x.rows(); ++i) {  // row by row, so that each row's bits are its own
+      T* row = phi.row(i).data();
+      kernel::sin_cos(row, D, scale, row, row + D);
+    }
   }
 
   /// The chain rule through φ for rows x [rows × d], given d_phi = ∂L/∂φ(x) [rows × 2D]: with
