@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "finite.hpp"
 #include "rows.hpp"
 #include "../types.hpp"
 #include "recurrence.hpp"
@@ -18,11 +19,11 @@ namespace kernel {
 // denominator then neither underflow to 0 nor overflow, and the exact ratio comes out. Powers of
 // two scale exactly, and rows of ordinary magnitude are not touched, so their results are bit for
 // bit those of the plain formula. Returns the factor applied (1 if none), by which the floor is
-// scaled too. A row that is all zero (or not finite) is left: its denominator rule applies.
+// scaled too. A row that is all zero, or holds a feature that is not finite, is left: its
+// denominator rule applies.
 template <class T>
 T balance_features(T* phi, Index n) noexcept {
-  T m = T(0);
-  for (Index l = 0; l < n; ++l) m = std::max(m, std::abs(phi[l]));
+  const T m = max_magnitude(phi, n);  // NaN when a feature is not finite
   if (!(m > T(0)) || !std::isfinite(m)) return T(1);
   const int e = std::ilogb(m);
   if (e >= -32 && e <= 32) return T(1);
@@ -48,12 +49,8 @@ void step_linear(Matrix<T>& values, T* z, T* phi_q, const T* a, const T* w, cons
   const Index n = values.rows();
   floor *= balance_features(phi_q, n);
   rows_axpy<true>(values.data(), dv, n, dv, a, w, v, phi_q, out);
-  T den = T(0);
-  for (Index l = 0; l < n; ++l) {
-    z[l] = a[l] * z[l] + w[l];
-    den += phi_q[l] * z[l];
-  }
-  divide_by_denominator(out, dv, den, floor);
+  for (Index l = 0; l < n; ++l) z[l] = a[l] * z[l] + w[l];
+  divide_by_denominator(out, dv, dot(phi_q, z, n), floor);
 }
 
 // A read of the memory step_linear has just advanced, by another query head sharing it: the same
@@ -63,9 +60,7 @@ void read_linear(const Matrix<T>& values, const T* z, T* phi_q, T floor, T* out,
   const Index n = values.rows();
   floor *= balance_features(phi_q, n);
   weighted_rows(values.data(), dv, n, dv, phi_q, out);
-  T den = T(0);
-  for (Index l = 0; l < n; ++l) den += phi_q[l] * z[l];
-  divide_by_denominator(out, dv, den, floor);
+  divide_by_denominator(out, dv, dot(phi_q, z, n), floor);
 }
 
 // (Ṽ, z) advanced over a chunk: Ṽ ← diag(D) Ṽ + Eᵀ v and z ← D ⊙ z + Σ_i E[i], for E the tokens'
