@@ -153,6 +153,31 @@ TEMPLATE_TEST_CASE("KeyScore equals its definition through the materialised k' =
   REQUIRE(paper(keys.row(1).transpose()) > paper(keys.row(0).transpose()));
 }
 
+TEMPLATE_TEST_CASE("KeyScore equals its definition at key widths that fill SIMD batches, and their tails",
+                   "[trams]", float, double) {
+  // kᵀGk sums G k a block of whole batches at a time in registers, the rest in a scalar loop:
+  // widths below, at and past a block, with a tail, all against the float64 definition.
+  using T = TestType;
+  for (Index d : {Index(7), Index(33), Index(37), Index(64), Index(70)}) {
+    const Index dm = 24, n = 12;
+    const auto w = ref::random<T>(d, dm, 903 + std::uint64_t(d), 0.5);
+    const auto k = ref::random<T>(n, d, 904 + std::uint64_t(d));
+    const auto want_all = ref_scores(ref::from(w), ref::from(k), ScoreKind::reformulated_norm);
+    const auto code_want = ref_scores(ref::from(w), ref::from(k), ScoreKind::trams_code);
+    const KeyScore<T> norm(w, ScoreKind::reformulated_norm), code(w);
+    for (Index t = 0; t < n; ++t) {
+      INFO("d = " << d << ", key " << t);
+      const double tol = std::is_same<T, double>::value ? 1e-12 : 2e-6;
+      const double got = double(norm(k.row(t).transpose())), want = want_all[size_t(t)];
+      REQUIRE(std::abs(got - want) <= tol * std::max(1.0, std::abs(want)));
+      REQUIRE(std::abs(double(code(k.row(t).transpose())) - code_want[size_t(t)]) <=
+              tol * std::max(1.0, std::abs(code_want[size_t(t)])));
+      const abc::Vector<T> neg = -k.row(t).transpose();
+      REQUIRE(norm(neg) == norm(k.row(t).transpose()));
+    }
+  }
+}
+
 TEMPLATE_TEST_CASE("TRAMS equals a brute-force selection and dense read, in segments and step (T1, T2, T6, T13)",
                    "[trams]", float, double) {
   using T = TestType;
