@@ -19,9 +19,12 @@ namespace kernel {
  * of rows (a decode step's features equal the chunked kernel's). Eigen's array sin and cos peel
  * to the row's alignment instead, so their bits depend on the address.
  *
- * \param y [n]; \param s [n] out (may alias y); \param c [n] out (not aliasing y or s)
+ * \param y [n], the arguments; \param n their count; \param scale the factor on both outputs
+ * \param s [n] out (may alias y); \param c [n] out (aliasing neither y nor s)
  */
 template <class T>
+// One row's arguments and two outputs of one type, by design: only the feature map calls it.
+// NOLINTNEXTLINE(bugprone-easily-swappable-parameters)
 void sin_cos(const T* y, Index n, T scale, T* s, T* c) noexcept {
   Index j = 0;
 #ifndef ABC_NO_SIMD
