@@ -7,6 +7,7 @@
 #include <abc/kernel/forget_gate.hpp>
 #include <abc/kernel/online_normalise.hpp>
 #include <abc/kernel/rows.hpp>
+#include <abc/kernel/sin_cos.hpp>
 
 #include <cmath>
 #include <limits>
@@ -698,4 +699,49 @@ TEMPLATE_TEST_CASE("max_magnitude is the largest |x_j|, and NaN for any NaN or i
         if (i > 0) REQUIRE(!std::isnan(abc::kernel::max_magnitude(y.data() + 1, i)));
       }
   }
+}
+
+TEMPLATE_TEST_CASE("sin_cos: sines and cosines of a row; arguments past 64π, ±∞ and NaN as std::sin and std::cos",
+                   "[kernel][sin_cos]", float, double) {
+  // Past 64π xsimd reduces with its port of fdlibm's rem_pio2, which shifts a negative int left
+  // (undefined behaviour, found by fuzz_api): such a batch takes the scalar path, so UBSan sees
+  // nothing here, and those entries are std::sin and std::cos themselves.
+  using T = TestType;
+  using lim = std::numeric_limits<T>;
+  const T scale = T(0.25);
+  const T specials[] = {T(1e6), T(-3e7), T(1e30), lim::max(), lim::infinity(), -lim::infinity(), lim::quiet_NaN()};
+  for (Index n : lengths<T>()) {
+    std::vector<T> y = data<T>(n, 53);
+    for (auto& e : y) e *= T(40);  // up to about 40 in magnitude: the vector path
+    for (Index i = -1; i < n; ++i)
+      for (T big : specials) {
+        std::vector<T> a = y;
+        if (i >= 0) a[std::size_t(i + 1)] = big;
+        std::vector<T> s(std::size_t(n) + 1, T(7)), c = s;
+        abc::kernel::sin_cos(a.data() + 1, n, scale, s.data() + 1, c.data() + 1);
+        INFO("n = " << n << ", entry " << i << " = " << big);
+        REQUIRE(s[0] == T(7));
+        REQUIRE(c[0] == T(7));
+        for (Index j = 0; j < n; ++j) {
+          const T x = a[std::size_t(j + 1)], gs = s[std::size_t(j + 1)], gc = c[std::size_t(j + 1)];
+          if (j == i) {  // the scalar path: std's values, bit for bit
+            const T ws = scale * std::sin(x), wc = scale * std::cos(x);
+            REQUIRE(((gs == ws) || (std::isnan(gs) && std::isnan(ws))));
+            REQUIRE(((gc == wc) || (std::isnan(gc) && std::isnan(wc))));
+          } else {
+            const double tol = 4 * double(lim::epsilon()) * (1 + std::abs(double(x)));
+            REQUIRE(std::abs(double(gs) - double(scale) * std::sin(double(x))) <= tol);
+            REQUIRE(std::abs(double(gc) - double(scale) * std::cos(double(x))) <= tol);
+          }
+        }
+        if (i < 0) break;
+      }
+  }
+  // In place: the sines replace the arguments.
+  std::vector<T> y = data<T>(37, 54), c(37);
+  const std::vector<T> y0 = y;
+  std::vector<T> s(37);
+  abc::kernel::sin_cos(y0.data(), 37, scale, s.data(), c.data());
+  abc::kernel::sin_cos(y.data(), 37, scale, y.data(), c.data());
+  REQUIRE(std::vector<T>(y.begin(), y.begin() + 37) == s);
 }
