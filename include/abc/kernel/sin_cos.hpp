@@ -27,6 +27,13 @@ template <class T>
 // One row's arguments and two outputs of one type, by design: only the feature map calls it.
 // NOLINTNEXTLINE(bugprone-easily-swappable-parameters)
 void sin_cos(const T* y, Index n, T scale, T* s, T* c) noexcept {
+  const auto scalar = [&](Index from, Index to) {  // entries [from, to) with std::sin and std::cos
+    for (Index i = from; i < to; ++i) {
+      const T a = y[i];
+      c[i] = scale * std::cos(a);
+      s[i] = scale * std::sin(a);
+    }
+  };
   Index j = 0;
 #ifndef ABC_NO_SIMD
   using B = batch<T>;
@@ -44,19 +51,11 @@ void sin_cos(const T* y, Index n, T scale, T* s, T* c) noexcept {
       (sv * sc.second).store_unaligned(c + j);
       (sv * sc.first).store_unaligned(s + j);
     } else {
-      for (Index i = j; i < j + width; ++i) {
-        const T e = y[i];
-        c[i] = scale * std::cos(e);
-        s[i] = scale * std::sin(e);
-      }
+      scalar(j, j + width);
     }
   }
 #endif
-  for (; j < n; ++j) {
-    const T a = y[j];
-    c[j] = scale * std::cos(a);
-    s[j] = scale * std::sin(a);
-  }
+  scalar(j, n);
 }
 
 }  // namespace kernel
