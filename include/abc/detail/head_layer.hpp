@@ -214,7 +214,8 @@ struct CheckThenRun {
           }
         }
         if (!failed_prepare.load(std::memory_order_relaxed)) {
-#  pragma omp for schedule(static)
+          // No barrier of its own: the region's end is one.
+#  pragma omp for schedule(static) nowait
           for (Index i = 0; i < pairs; ++i) {
             try {
               run(i / width, i % width);
