@@ -15,10 +15,10 @@ namespace kernel {
 
 /// Σ x_ij · 0 over `rows` rows of `cols` entries, row i at x + i · stride: ±0 when every entry is
 /// finite, NaN otherwise (∞ · 0 and NaN · 0 are NaN, and NaN absorbs the sum). One multiply-add per
-/// vector and no branch in the loop, so the checks every call runs on its inputs cost a small fraction of a
-/// decode step; the vectors of every row go into the same four accumulators (as many as keep the
-/// multiply-adds' latency covered at one load per cycle) and are tested once, since a row of one
-/// head is short and a test per row would cost more than its loads.
+/// vector and no branch in the loop, so the checks every call runs on its inputs cost a small
+/// fraction of a decode step; the vectors of every row go into the same four accumulators (as many
+/// as keep the multiply-adds' latency covered at one load per cycle) and are tested once, since a
+/// row of one head is short and a test per row would cost more than its loads.
 template <class T>
 T finite_residue_rows(const T* x, Index rows, Index cols, Index stride) noexcept {
 #ifdef ABC_NO_SIMD
@@ -45,7 +45,7 @@ T finite_residue_rows(const T* x, Index rows, Index cols, Index stride) noexcept
   }
   // Only whether a lane holds NaN matters, which an unordered compare and a mask test tell: a
   // horizontal sum's chain of shuffles cost more than a short row's loads. (Not acc != acc: xsimd
-  // compares ordered on AVX-512, where NaN != NaN is false.)
+  // compares ordered on AVX2 and AVX-512, where NaN != NaN is false.)
   const B acc = (a0 + a1) + (a2 + a3);
   return (xsimd::any(xsimd::isnan(acc)) ? std::numeric_limits<T>::quiet_NaN() : T(0)) + tail;
 #endif
