@@ -16,9 +16,9 @@ namespace kernel {
  *
  * Full batches from the start of the row (a batch with an argument past 64π, ±∞ or NaN lane by
  * lane in scalar), then the scalar tail (std::sin, std::cos): entry j takes the same path wherever
- * the row lies in memory, so a row alone gets the bits it gets in a block
- * of rows (a decode step's features equal the chunked kernel's). Eigen's array sin and cos peel
- * to the row's alignment instead, so their bits depend on the address.
+ * the row lies in memory, so a row alone gets the bits it gets in a block of rows (a decode step's
+ * features equal the chunked kernel's). Eigen's array sin and cos peel to the row's alignment
+ * instead, so their bits depend on the address.
  *
  * \param y [n], the arguments; \param n their count; \param scale the factor on both outputs
  * \param s [n] out (may alias y); \param c [n] out (aliasing neither y nor s)
