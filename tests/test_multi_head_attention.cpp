@@ -209,45 +209,56 @@ TEMPLATE_TEST_CASE("strided views: q, k, v sliced out of a fused QKV buffer", "[
 TEST_CASE("a pool of bfloat16 states decodes as a float pool whose memories are rounded after each step",
           "[multi_head][bf16]") {
   using T = float;
-  const Index B = 2, H = 4, d = 8, dv = 6, steps = 12;
+  const Index B = 2, d = 8, steps = 12;
   const std::vector<abc::MultiHeadAttention<abc::control::Mlp<T>>::SeqId> ids{3, 7};
-  // kv = H: one query head per memory (the fused bfloat16 pass); kv = 2: two heads share a memory.
-  for (Index kv : {H, Index(2)}) {
-    INFO("kv_heads " << kv);
-    abc::MultiHeadAttention<abc::control::Mlp<T>> mha(abc::control::Mlp<T>(abc::Slots{16}, d, abc::Seed{9}), H, kv);
-    decltype(mha)::Pool packed, wide;
-    for (auto id : ids) {
-      mha.add(packed, id, d, dv, abc::StateStorage::bfloat16);
-      mha.add(wide, id, d, dv);
-    }
-    REQUIRE(wide.bytes() - packed.bytes() == std::size_t(B * kv * 16 * (d + dv)) * 2);
-    for (Index t = 0; t < steps; ++t) {
-      INFO("step " << t);
-      const Tensor<T> q(B, 1, H, d, false, 100 + std::uint64_t(t)), k(B, 1, kv, d, false, 200 + std::uint64_t(t)),
-          v(B, 1, kv, dv, false, 300 + std::uint64_t(t));
-      Tensor<T> got(B, 1, H, dv, false, 0), want(B, 1, H, dv, false, 0);
-      mha.forward_causal(packed, ids, q.view(), k.view(), v.view(), got.out_view());
-      mha.forward_causal(wide, ids, q.view(), k.view(), v.view(), want.out_view());
-      REQUIRE(got.data == want.data);
-      for (auto id : ids) {  // the float pool's memories rounded (a blob into a bfloat16 state) and widened
-        std::vector<decltype(mha)::state_type> round_trip;
-        for (Index m = 0; m < mha.memories(); ++m) {
-          const auto& attn = mha.memory(m);
-          auto r = attn.make_state(d, dv, abc::StateStorage::bfloat16);
-          abc::load_state(attn, abc::save_state(attn, wide.states(id)[std::size_t(m)]), r);
-          REQUIRE(r == packed.states(id)[std::size_t(m)]);
-          decltype(mha)::state_type back;
-          abc::load_state(attn, abc::save_state(attn, r), back);
-          round_trip.push_back(std::move(back));
+  // One to four query heads per memory take the bfloat16 rows in place, in one pass per matrix
+  // (every head reading the entries before they are rounded); five unpack the memory. The sizes
+  // give SIMD blocks of every width the passes use and entries past the last full batch (the
+  // scalar path), with 4-, 8- and 16-float batches.
+  struct Heads {
+    Index heads, kv;
+  };
+  struct Size {
+    Index n, dv;
+  };
+  for (const Heads hk : {Heads{4, 4}, Heads{4, 2}, Heads{6, 2}, Heads{4, 1}, Heads{5, 1}})
+    for (const Size size : {Size{16, 6}, Size{19, 21}, Size{67, 70}}) {
+      const Index H = hk.heads, kv = hk.kv, n = size.n, dv = size.dv;
+      INFO("heads " << H << ", kv_heads " << kv << ", slots " << n << ", dv " << dv);
+      abc::MultiHeadAttention<abc::control::Mlp<T>> mha(abc::control::Mlp<T>(abc::Slots{n}, d, abc::Seed{9}), H, kv);
+      decltype(mha)::Pool packed, wide;
+      for (auto id : ids) {
+        mha.add(packed, id, d, dv, abc::StateStorage::bfloat16);
+        mha.add(wide, id, d, dv);
+      }
+      REQUIRE(wide.bytes() - packed.bytes() == std::size_t(B * kv * n * (d + dv)) * 2);
+      for (Index t = 0; t < steps; ++t) {
+        INFO("step " << t);
+        const Tensor<T> q(B, 1, H, d, false, 100 + std::uint64_t(t)), k(B, 1, kv, d, false, 200 + std::uint64_t(t)),
+            v(B, 1, kv, dv, false, 300 + std::uint64_t(t));
+        Tensor<T> got(B, 1, H, dv, false, 0), want(B, 1, H, dv, false, 0);
+        mha.forward_causal(packed, ids, q.view(), k.view(), v.view(), got.out_view());
+        mha.forward_causal(wide, ids, q.view(), k.view(), v.view(), want.out_view());
+        REQUIRE(got.data == want.data);
+        for (auto id : ids) {  // the float pool's memories rounded (a blob into a bfloat16 state) and widened
+          std::vector<decltype(mha)::state_type> round_trip;
+          for (Index m = 0; m < mha.memories(); ++m) {
+            const auto& attn = mha.memory(m);
+            auto r = attn.make_state(d, dv, abc::StateStorage::bfloat16);
+            abc::load_state(attn, abc::save_state(attn, wide.states(id)[std::size_t(m)]), r);
+            REQUIRE(r == packed.states(id)[std::size_t(m)]);
+            decltype(mha)::state_type back;
+            abc::load_state(attn, abc::save_state(attn, r), back);
+            round_trip.push_back(std::move(back));
+          }
+          wide.drop(id);
+          mha.add(wide, id, std::move(round_trip));
         }
-        wide.drop(id);
-        mha.add(wide, id, std::move(round_trip));
       }
     }
-  }
   abc::MultiHeadAttention<abc::control::Mlp<double>> mhd(abc::control::Mlp<double>(abc::Slots{4}, d, abc::Seed{9}), 2, 2);
   decltype(mhd)::Pool pool;
-  REQUIRE_THROWS_WITH(mhd.add(pool, 1, d, dv, abc::StateStorage::bfloat16),
+  REQUIRE_THROWS_WITH(mhd.add(pool, 1, d, 6, abc::StateStorage::bfloat16),
                       "abc::MultiHeadAttention::add: storage is StateStorage::bfloat16, expected StateStorage::native "
                       "for a double state (bfloat16 storage holds float memories)");
   REQUIRE(pool.size() == 0);

@@ -109,6 +109,28 @@ TEST_CASE("encode_bf16 and decode_bf16 equal the scalar codec at every length an
     }
 }
 
+namespace {
+// A step's memory of n slots, keys and values of width d, in bfloat16 (K̃ column-major with a
+// stride past n, Ṽ row-major with a stride past d) and widened to float: finite values from every
+// exponent, brought into [-4, 4] and [-3, 3].
+struct Bf16Memory {
+  Index ldk, ldv;
+  std::vector<bf16> cols, rows;
+  std::vector<float> cols_f, rows_f;
+  Bf16Memory(Index n, Index d, std::uint32_t seed) : ldk(n + 2), ldv(d + 3) {
+    const auto start = finite_floats(std::size_t(std::max(ldk * d, ldv * n)), seed);
+    cols.resize(static_cast<std::size_t>(ldk * d));
+    rows.resize(static_cast<std::size_t>(ldv * n));
+    for (std::size_t i = 0; i < cols.size(); ++i) cols[i] = abc::kernel::to_bf16(float(std::fmod(start[i], 4.0f)));
+    for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = abc::kernel::to_bf16(float(std::fmod(start[i], 3.0f)));
+    cols_f.resize(cols.size());
+    rows_f.resize(rows.size());
+    abc::kernel::decode_bf16(cols.data(), cols_f.data(), Index(cols.size()));
+    abc::kernel::decode_bf16(rows.data(), rows_f.data(), Index(rows.size()));
+  }
+};
+}  // namespace
+
 // A step's passes on a bfloat16 memory: every entry is widened, updated and read in float, then
 // stored rounded, so scores and outputs equal those of the same kernel on the widened memory, and
 // the memory it leaves equals that kernel's, rounded.
@@ -123,15 +145,10 @@ void check_bf16_blocks(bool scalar) {
       const float* x = r.row(2).data();
       const float* q = r.row(3).data();
       const float* p = r.row(4).data();
-      // K̃ column-major with a stride past n, Ṽ row-major with a stride past d.
-      const Index ldk = n + 2, ldv = d + 3;
-      const auto start = finite_floats(std::size_t(std::max(ldk * d, ldv * n)), std::uint32_t(n + d));
-      std::vector<bf16> cols(static_cast<std::size_t>(ldk * d)), rows(static_cast<std::size_t>(ldv * n));
-      for (std::size_t i = 0; i < cols.size(); ++i) cols[i] = abc::kernel::to_bf16(float(std::fmod(start[i], 4.0f)));
-      for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = abc::kernel::to_bf16(float(std::fmod(start[i], 3.0f)));
-      std::vector<float> cols_f(cols.size()), rows_f(rows.size());
-      abc::kernel::decode_bf16(cols.data(), cols_f.data(), Index(cols.size()));
-      abc::kernel::decode_bf16(rows.data(), rows_f.data(), Index(rows.size()));
+      Bf16Memory m(n, d, std::uint32_t(n + d));
+      auto &cols = m.cols, &rows = m.rows;
+      auto &cols_f = m.cols_f, &rows_f = m.rows_f;
+      const Index ldk = m.ldk, ldv = m.ldv;
       const auto nn = static_cast<std::size_t>(n), dd = static_cast<std::size_t>(d);
       std::vector<float> dots(nn), dots_f(nn), out(dd), out_f(dd);
       if (scalar) {
@@ -158,4 +175,46 @@ TEST_CASE("the step's row kernels on a bfloat16 memory equal them on the widened
     check_bf16_blocks<true>(scalar);
     check_bf16_blocks<false>(scalar);
   }
+}
+
+// Up to four query heads reading one bfloat16 memory share one pass over each matrix: the first
+// head's pass updates it, and every head reads the entries as updated in float, before they are
+// rounded. Scores and outputs equal one update pass and a read pass per other head over the
+// widened memory (which skip the rows they weigh 0), and the memory left equals that one, rounded.
+TEST_CASE("the step's passes for a group of heads on a bfloat16 memory equal them on the widened memory",
+          "[kernel][bf16]") {
+  using abc::kernel::Pass;
+  for (Index heads = 1; heads <= abc::kernel::max_shared_heads; ++heads)
+    for (Index n : {1, 3, 17, 33, 64, 67})
+      for (Index d : {1, 5, 16, 33, 70}) {
+        INFO("heads = " << heads << ", n = " << n << ", d = " << d);
+        const auto r = ref::random<float>(3 + 2 * heads, std::max(n, d), std::uint64_t(heads * 10000 + n * 100 + d));
+        const float* a = r.row(0).data();
+        const float* w = r.row(1).data();
+        const float* x = r.row(2).data();
+        abc::Matrix<float> p = r.bottomRows(heads);  // head g's weights; some rows weighed 0 by the others
+        for (Index g = 1; g < heads; ++g)
+          for (Index l = g; l < n; l += 3) p(g, l) = 0.0f;
+        const auto q = [&](Index g) { return r.row(3 + g).data(); };
+        const auto weights = [&](Index g) { return p.row(g).data(); };
+        Bf16Memory m(n, d, std::uint32_t(heads + n + d));
+        auto &cols = m.cols, &rows = m.rows;
+        auto &cols_f = m.cols_f, &rows_f = m.rows_f;
+        const Index ldk = m.ldk, ldv = m.ldv;
+        abc::Matrix<float> dots(heads, n), dots_f(heads, n), out(heads, d), out_f(heads, d);
+        abc::kernel::columns_pass_heads<Pass::update>(cols.data(), ldk, n, d, a, w, x, heads, q, 0.5f,
+                                                      [&](Index g) { return dots.row(g).data(); });
+        abc::kernel::rows_pass_heads<Pass::update>(rows.data(), ldv, n, d, a, w, x, heads, weights,
+                                                   [&](Index g) { return out.row(g).data(); });
+        abc::kernel::columns_pass<Pass::update>(cols_f.data(), ldk, n, d, a, w, x, q(0), 0.5f, dots_f.row(0).data());
+        abc::kernel::rows_pass<Pass::update>(rows_f.data(), ldv, n, d, a, w, x, weights(0), out_f.row(0).data());
+        for (Index g = 1; g < heads; ++g) {
+          abc::kernel::columns_pass<Pass::read>(cols_f.data(), ldk, n, d, a, w, x, q(g), 0.5f, dots_f.row(g).data());
+          abc::kernel::rows_pass<Pass::read>(rows_f.data(), ldv, n, d, a, w, x, weights(g), out_f.row(g).data());
+        }
+        REQUIRE(dots == dots_f);
+        REQUIRE(out == out_f);
+        for (std::size_t i = 0; i < cols.size(); ++i) REQUIRE(cols[i] == abc::kernel::to_bf16(cols_f[i]));
+        for (std::size_t i = 0; i < rows.size(); ++i) REQUIRE(rows[i] == abc::kernel::to_bf16(rows_f[i]));
+      }
 }

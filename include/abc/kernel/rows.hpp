@@ -3,6 +3,8 @@
 // columns, update + weighted sum over Ṽ's rows.
 #pragma once
 
+#include <type_traits>
+
 #include "../types.hpp"
 #include "bf16.hpp"
 #include "scalar.hpp"
@@ -383,6 +385,230 @@ template <bool Update, class T, class S>
 void rows_axpy(S* rows, Index ld, Index n, Index dv, const T* a, const T* w, const T* x, const T* p,
                T* out) noexcept {
   rows_pass<Update ? Pass::update : Pass::read>(rows, ld, n, dv, a, w, x, p, out);
+}
+
+/// The most query heads columns_pass_heads and rows_pass_heads serve in one pass over a memory
+/// stored in another type than T (the registers hold four heads' sums).
+inline constexpr Index max_shared_heads = 4;
+
+#ifndef ABC_NO_SIMD
+namespace impl {
+// dot_columns for H queries (q[g], dots[g] + at): every query's sums take the updated column from
+// the same register, each in the order dot_columns would add them.
+template <int K, int H, Pass P, class B, class T, class S>
+void dot_columns_heads(S* cols, Index ld, Index d, const T* a, const T* w, const T* x, const T* const* q, T scale,
+                       T* const* dots, Index at) noexcept {
+  constexpr Index width = Index(B::size);
+  constexpr bool update = P != Pass::read;
+  B acc[H][K], acc2[H][K], av[K], wv[K];  // av, wv: used only when updating
+  bool wrote[K];                          // Pass::decay: whether batch c holds a slot with a write
+  // The queries' pointers in locals: the state's stores (through types that may alias anything)
+  // would otherwise make the compiler reload them from the caller's array at every column.
+  const T* qs[H];
+  for (int g = 0; g < H; ++g) qs[g] = q[g];
+  for (int c = 0; c < K; ++c) {
+    for (int g = 0; g < H; ++g) acc[g][c] = acc2[g][c] = B(T(0));
+    if constexpr (update) {
+      av[c] = B::load_unaligned(a + c * width);
+      wv[c] = B::load_unaligned(w + c * width);
+      wrote[c] = P == Pass::update || xsimd::any(wv[c] != B(T(0)));
+    }
+  }
+  const auto column = [&](S* col, Index j, B (*sum)[K]) {
+    B qb[H];
+    for (int g = 0; g < H; ++g) qb[g] = B(qs[g][j]);
+    if constexpr (update) {
+      const B xb(x[j]);
+      for (int c = 0; c < K; ++c) {
+        const B old = load_batch<B>(col + c * width);
+        const B r = wrote[c] ? impl::fma(av[c], old, wv[c] * xb) : av[c] * old;
+        store_batch(col + c * width, r);
+        for (int g = 0; g < H; ++g) sum[g][c] = impl::fma(r, qb[g], sum[g][c]);
+      }
+    } else {
+      for (int c = 0; c < K; ++c) {
+        const B r = load_batch<B>(col + c * width);
+        for (int g = 0; g < H; ++g) sum[g][c] = impl::fma(r, qb[g], sum[g][c]);
+      }
+    }
+  };
+  Index j = 0;
+  for (; j + 2 <= d; j += 2) {
+    column(cols + j * ld, j, acc);
+    column(cols + (j + 1) * ld, j + 1, acc2);
+  }
+  if (j < d) column(cols + j * ld, j, acc);
+  const B sv(scale);
+  for (int g = 0; g < H; ++g)
+    for (int c = 0; c < K; ++c) (sv * (acc[g][c] + acc2[g][c])).store_unaligned(dots[g] + at + c * width);
+}
+
+// axpy_columns for H heads (p[g], out[g] + at): each row's batches are updated and stored, then
+// summed by every head from the same registers. The first head of an updating pass takes every
+// row; the others, as a read, only the rows they weigh (p[g]_l ≠ 0); each head's sums in the order
+// axpy_columns would add them.
+template <int K, int H, Pass P, class B, class T, class Row>
+void axpy_columns_heads(Row* rows, Index ld, Index n, const T* a, const T* w, const T* x, const T* const* p,
+                        T* const* out, Index at) noexcept {
+  constexpr Index width = Index(B::size);
+  B acc[H][K], xv[K];  // xv: x's columns, used only when updating
+  const T* ps[H];       // in locals, as dot_columns_heads' queries
+  for (int g = 0; g < H; ++g) ps[g] = p[g];
+  for (int c = 0; c < K; ++c) {
+    for (int g = 0; g < H; ++g) acc[g][c] = B(T(0));
+    if constexpr (P != Pass::read) xv[c] = B::load_unaligned(x + c * width);
+  }
+  for (Index l = 0; l < n; ++l) {
+    Row* row = rows + l * ld;
+    bool take[H];
+    bool any = P != Pass::read;
+    for (int g = 0; g < H; ++g) {
+      take[g] = (g == 0 && P != Pass::read) || ps[g][l] != T(0);
+      any = any || take[g];
+    }
+    if (!any) continue;
+    B r[K];
+    if constexpr (P != Pass::read) {
+      const B av(a[l]);
+      if (P == Pass::update || w[l] != T(0)) {
+        const B wv(w[l]);
+        for (int c = 0; c < K; ++c) {
+          r[c] = impl::fma(av, load_batch<B>(row + c * width), wv * xv[c]);
+          store_batch(row + c * width, r[c]);
+        }
+      } else {
+        for (int c = 0; c < K; ++c) {
+          r[c] = av * load_batch<B>(row + c * width);
+          store_batch(row + c * width, r[c]);
+        }
+      }
+    } else {
+      for (int c = 0; c < K; ++c) r[c] = load_batch<B>(row + c * width);
+    }
+    for (int g = 0; g < H; ++g)
+      if (take[g]) {
+        const B pv(ps[g][l]);
+        for (int c = 0; c < K; ++c) acc[g][c] = impl::fma(pv, r[c], acc[g][c]);
+      }
+  }
+  for (int g = 0; g < H; ++g)
+    for (int c = 0; c < K; ++c) acc[g][c].store_unaligned(out[g] + at + c * width);
+}
+
+// The batches of slots (K̃) or of columns (Ṽ) one block of a pass for 2–4 heads keeps in
+// registers: as many as the sums of the heads (two sets each over K̃), the block's decays and
+// writes (or x's batches) and the loaded rows leave room for in the register file (32 vector
+// registers with AVX-512, 16 with SSE and AVX), so that nothing spills.
+template <class B>
+constexpr int block_batches(int heads, bool columns) noexcept {
+  const bool wide = sizeof(B) >= 64;
+  if (columns) return wide ? (heads == 2 ? 4 : 2) : (heads == 2 ? 2 : 1);
+  return wide ? 4 : (heads == 2 ? 2 : 1);
+}
+
+// columns_pass_heads for H queries (q[g], dots[g]): blocks of K batches of slots (block_batches),
+// then single batches, then the slots past the last full batch on the scalar path.
+template <int H, Pass P, class T, class S>
+void columns_pass_group(S* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* const* q,
+                        T scale, T* const* dots) noexcept {
+  using B = batch<T>;
+  constexpr Index width = Index(B::size);
+  constexpr int K = block_batches<B>(H, true);
+  Index l = 0;
+  for (; l + K * width <= n; l += K * width) dot_columns_heads<K, H, P, B>(cols + l, ld, d, a + l, w + l, x, q, scale, dots, l);
+  if constexpr (K > 1)
+    for (; l + width <= n; l += width) dot_columns_heads<1, H, P, B>(cols + l, ld, d, a + l, w + l, x, q, scale, dots, l);
+  if (l == n) return;
+  T* tail[H];
+  for (int g = 0; g < H; ++g) tail[g] = dots[g] + l;
+  scalar::columns_dot_heads<P != Pass::read>(cols + l, ld, n - l, d, a + l, w + l, x, H, q, scale, tail);
+}
+
+// rows_pass_heads for H heads (p[g], out[g]): blocks of K batches of columns (block_batches), then
+// single batches, then the columns past the last full batch on the scalar path.
+template <int H, Pass P, class T, class Row>
+void rows_pass_group(Row* rows, Index ld, Index n, Index dv, const T* a, const T* w, const T* x, const T* const* p,
+                     T* const* out) noexcept {
+  using B = batch<T>;
+  constexpr Index width = Index(B::size);
+  constexpr int K = block_batches<B>(H, false);
+  // Only an updating pass reads x: a read passes none, which no offset may be added to.
+  const auto x_at = [x](Index at) { return P == Pass::read ? x : x + at; };
+  Index j = 0;
+  for (; j + K * width <= dv; j += K * width) axpy_columns_heads<K, H, P, B>(rows + j, ld, n, a, w, x_at(j), p, out, j);
+  if constexpr (K > 1)
+    for (; j + width <= dv; j += width) axpy_columns_heads<1, H, P, B>(rows + j, ld, n, a, w, x_at(j), p, out, j);
+  if (j == dv) return;
+  T* tail[H];
+  for (int g = 0; g < H; ++g) tail[g] = out[g] + j;
+  scalar::rows_axpy_heads<P != Pass::read>(rows + j, ld, n, dv - j, a, w, x_at(j), H, p, tail);
+}
+
+// f(std::integral_constant<int, h>{}) for 2 ≤ h ≤ 4.
+template <class F>
+void with_heads(Index h, const F& f) {
+  switch (h) {
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    default: f(std::integral_constant<int, 4>{}); break;
+  }
+}
+}  // namespace impl
+#endif
+
+/// columns_pass for the `heads` queries that read one memory (a group of GQA): the first query's
+/// pass updates K̃ as P says, and every query h forms dots(h) = scale · K̃ q(h) over the updated
+/// entries, in the order a pass of its own would add them. A memory in T is read again by each
+/// further query (from cache: one pass shared by the queries measured no faster); a memory
+/// stored in another type (bfloat16, at most `max_shared_heads` queries) is passed over once, every
+/// query reading the entries as updated in T before they are rounded and stored: what the call
+/// gives on the memory widened to T. q(h) and dots(h) give each query's d entries and n dots.
+template <Pass P, class T, class S, class QueryOf, class DotsOf>
+void columns_pass_heads(S* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, Index heads,
+                        const QueryOf& q, T scale, const DotsOf& dots) noexcept {
+  if constexpr (std::is_same<S, T>::value) {
+    columns_pass<P>(cols, ld, n, d, a, w, x, q(0), scale, dots(0));
+    for (Index g = 1; g < heads; ++g) columns_pass<Pass::read>(cols, ld, n, d, a, w, x, q(g), scale, dots(g));
+  } else {
+    ABC_ASSERT(heads >= 1 && heads <= max_shared_heads, "a memory stored in another type is read by at most four queries");
+    if (heads == 1) return columns_pass<P>(cols, ld, n, d, a, w, x, q(0), scale, dots(0));
+    const T* qs[max_shared_heads];
+    T* ds[max_shared_heads];
+    for (Index g = 0; g < heads; ++g) qs[g] = q(g), ds[g] = dots(g);
+#ifdef ABC_NO_SIMD
+    scalar::columns_dot_heads<P != Pass::read>(cols, ld, n, d, a, w, x, heads, qs, scale, ds);
+#else
+    impl::with_heads(heads, [&](auto h) {
+      impl::columns_pass_group<decltype(h)::value, P>(cols, ld, n, d, a, w, x, qs, scale, ds);
+    });
+#endif
+  }
+}
+
+/// rows_pass for the `heads` heads that read one memory: the first head's pass updates Ṽ as P
+/// says, and every head h forms out(h) = Σ_l p(h)_l · row_l over the updated rows, in the order a
+/// pass of its own would add them (the other heads, as rows_pass<Pass::read>, skip the rows they
+/// weigh 0). As columns_pass_heads, a memory in T is read again by each head, and one stored in
+/// another type (at most `max_shared_heads` heads) is passed over once, every head reading the
+/// entries as updated in T. p(h) and out(h) give each head's n weights and dv outputs.
+template <Pass P, class T, class S, class WeightsOf, class OutOf>
+void rows_pass_heads(S* rows, Index ld, Index n, Index dv, const T* a, const T* w, const T* x, Index heads,
+                     const WeightsOf& p, const OutOf& out) noexcept {
+  if constexpr (std::is_same<S, T>::value) {
+    rows_pass<P>(rows, ld, n, dv, a, w, x, p(0), out(0));
+    for (Index g = 1; g < heads; ++g) rows_pass<Pass::read>(rows, ld, n, dv, a, w, x, p(g), out(g));
+  } else {
+    ABC_ASSERT(heads >= 1 && heads <= max_shared_heads, "a memory stored in another type is read by at most four heads");
+    if (heads == 1) return rows_pass<P>(rows, ld, n, dv, a, w, x, p(0), out(0));
+    const T* ps[max_shared_heads];
+    T* os[max_shared_heads];
+    for (Index g = 0; g < heads; ++g) ps[g] = p(g), os[g] = out(g);
+#ifdef ABC_NO_SIMD
+    scalar::rows_axpy_heads<P != Pass::read>(rows, ld, n, dv, a, w, x, heads, ps, os);
+#else
+    impl::with_heads(heads, [&](auto h) { impl::rows_pass_group<decltype(h)::value, P>(rows, ld, n, dv, a, w, x, ps, os); });
+#endif
+  }
 }
 
 // NOLINTEND(bugprone-easily-swappable-parameters)

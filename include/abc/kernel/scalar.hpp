@@ -170,14 +170,14 @@ void chunk_scores(T* e, Index n, Index t, const T* a, const T* w, const T* g, T*
   }
 }
 
-// Over an n × d column-major block (column j at cols + j · ld): entry (l, j) ← a_l · entry + w_l · x_j
-// when Update, then dots_l = scale · Σ_j entry(l, j) · q_j. Column by column, so memory is walked in
-// order (a slot at a time would stride by ld, a cache line per entry once n is large); each dot
-// still sums over j in order, in dots_l.
+// columns_dot (below) for `heads` queries (q[g], dots[g]): the first query's pass updates the
+// entries (Update), and every query reads each entry as updated in T, before it is stored (rounded,
+// in a bfloat16 memory): what columns_dot gives each query on the memory widened to T.
 template <bool Update, class T, class S>
-void columns_dot(S* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
-                 T* dots) noexcept {
-  for (Index l = 0; l < n; ++l) dots[l] = T(0);
+void columns_dot_heads(S* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, Index heads,
+                       const T* const* q, T scale, T* const* dots) noexcept {
+  for (Index g = 0; g < heads; ++g)
+    for (Index l = 0; l < n; ++l) dots[g][l] = T(0);
   for (Index j = 0; j < d; ++j) {
     S* col = cols + j * ld;
     for (Index l = 0; l < n; ++l) {
@@ -186,10 +186,47 @@ void columns_dot(S* cols, Index ld, Index n, Index d, const T* a, const T* w, co
         e = mul_add(a[l], e, w[l] * x[j]);
         store_elem(col + l, e);
       }
-      dots[l] = mul_add(e, q[j], dots[l]);
+      for (Index g = 0; g < heads; ++g) dots[g][l] = mul_add(e, q[g][j], dots[g][l]);
     }
   }
-  for (Index l = 0; l < n; ++l) dots[l] *= scale;
+  for (Index g = 0; g < heads; ++g)
+    for (Index l = 0; l < n; ++l) dots[g][l] *= scale;
+}
+
+// Over an n × d column-major block (column j at cols + j · ld): entry (l, j) ← a_l · entry + w_l · x_j
+// when Update, then dots_l = scale · Σ_j entry(l, j) · q_j. Column by column, so memory is walked in
+// order (a slot at a time would stride by ld, a cache line per entry once n is large); each dot
+// still sums over j in order, in dots_l.
+template <bool Update, class T, class S>
+void columns_dot(S* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
+                 T* dots) noexcept {
+  columns_dot_heads<Update>(cols, ld, n, d, a, w, x, 1, &q, scale, &dots);
+}
+
+// rows_axpy for `heads` heads (p[g], out[g]): the first head's pass updates the rows (Update) and
+// takes every row; the other heads, and every head without Update, take the rows they weigh
+// (p[g]_l ≠ 0), each entry as updated in T, before it is stored: what rows_axpy<Update> for the
+// first head and rows_axpy<false> for the others give on the memory widened to T.
+template <bool Update, class T, class S>
+void rows_axpy_heads(S* rows, Index ld, Index n, Index dv, const T* a, const T* w, const T* x, Index heads,
+                     const T* const* p, T* const* out) noexcept {
+  for (Index g = 0; g < heads; ++g)
+    for (Index j = 0; j < dv; ++j) out[g][j] = T(0);
+  for (Index l = 0; l < n; ++l) {
+    bool any = Update;
+    for (Index g = 0; g < heads; ++g) any = any || p[g][l] != T(0);
+    if (!any) continue;
+    S* row = rows + l * ld;
+    for (Index j = 0; j < dv; ++j) {
+      T e = load_elem(row + j);
+      if constexpr (Update) {
+        e = mul_add(a[l], e, w[l] * x[j]);
+        store_elem(row + j, e);
+      }
+      for (Index g = 0; g < heads; ++g)
+        if ((Update && g == 0) || p[g][l] != T(0)) out[g][j] = mul_add(p[g][l], e, out[g][j]);
+    }
+  }
 }
 
 // out = Σ_l p_l · row_l over n rows of width dv at stride ld (overwritten); rows with p_l = 0 are

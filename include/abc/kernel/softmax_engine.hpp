@@ -104,12 +104,12 @@ class SoftmaxEngine {
       advance_and_read(s, Access::keys(s).data(), Access::values(s).data(), s.position(), heads, query, output, k, v,
                        input, projected, d, dv);
     } else {
-      // One head of a dense schedule updates and reads the bfloat16 rows in place, in one pass per
-      // matrix as above, each entry widened, updated and read in T and rounded as it is stored:
-      // exactly what the call would give on the memory unpacked. Other steps unpack it.
+      // A dense schedule read by up to four heads updates and reads the bfloat16 rows in place, in
+      // one pass per matrix, each entry widened, updated, read in T by every head and rounded as it
+      // is stored: exactly what the call would give on the memory unpacked. Other steps unpack it.
       bool done = false;
       if constexpr (!sparse && std::is_same<T, float>::value)
-        if (heads == 1) {
+        if (heads <= max_shared_heads) {
           advance_and_read(s, Access::packed_keys(s), Access::packed_values(s), s.position(), heads, query, output, k,
                            v, input, projected, d, dv);
           done = true;
@@ -213,13 +213,13 @@ class SoftmaxEngine {
       // sparse controls (decay_all ≡ 1) compile without this path.
       if constexpr (may_decay_all)
         decay_pass = sw.decay_all != T(1) && sparse_as_dense(sw, n, a, w, Access::written(s));
-      if (!decay_pass)
+      if (!decay_pass) {
         apply_sparse<T, Control::max_writes>(view(s), sw, VectorRef<T>(Eigen::Map<const Vector<T>>(k, d)),
                                              VectorRef<T>(Eigen::Map<const Vector<T>>(v, dv)));
-      else if constexpr (may_decay_all)
-        columns_pass<Pass::decay>(keys, n, n, d, a, w, k, query(0), sc, scores(0));
-      for (Index g = decay_pass ? 1 : 0; g < heads; ++g)
-        columns_dot<false>(keys, n, n, d, a, w, k, query(g), sc, scores(g));
+        columns_pass_heads<Pass::read>(keys, n, n, d, a, w, k, heads, query, sc, scores);
+      } else if constexpr (may_decay_all) {
+        columns_pass_heads<Pass::decay>(keys, n, n, d, a, w, k, heads, query, sc, scores);
+      }
       (void)projected;
     } else {
       bool done = false;
@@ -232,22 +232,20 @@ class SoftmaxEngine {
         detail::dense_schedule(control_, t, input, Access::slot_state(s), Access::positions(s), scratch.row(0),
                                scratch.row(1));
       mark_written<T>(has_decay, scratch.row(0), scratch.row(1), Access::written(s));
-      columns_dot<true>(keys, n, n, d, a, w, k, query(0), sc, scores(0));
-      for (Index g = 1; g < heads; ++g) columns_dot<false>(keys, n, n, d, a, w, k, query(g), sc, scores(g));
+      columns_pass_heads<Pass::update>(keys, n, n, d, a, w, k, heads, query, sc, scores);
     }
     const SlotRange range = range_of(t)(0);
     const std::uint8_t* written = Access::written(s).data();
     for (Index g = 0; g < heads; ++g) softmax_slots(scores(g), n, written, masked(), range);
     // An ungated one-hot write has already been applied: then every pass only reads Ṽ.
     if constexpr (!sparse) {
-      rows_axpy<true>(values, dv, n, dv, a, w, v, scores(0), output(0));
+      rows_pass_heads<Pass::update>(values, dv, n, dv, a, w, v, heads, scores, output);
     } else {
       if (!decay_pass)
-        rows_axpy<false>(values, dv, n, dv, a, w, v, scores(0), output(0));
+        rows_pass_heads<Pass::read>(values, dv, n, dv, a, w, v, heads, scores, output);
       else if constexpr (may_decay_all)
-        rows_pass<Pass::decay>(values, dv, n, dv, a, w, v, scores(0), output(0));
+        rows_pass_heads<Pass::decay>(values, dv, n, dv, a, w, v, heads, scores, output);
     }
-    for (Index g = 1; g < heads; ++g) rows_axpy<false>(values, dv, n, dv, a, w, v, scores(g), output(g));
   }
 
   const Control& control_;
