@@ -137,6 +137,15 @@ TEST_CASE("of several bad pairs, a long call reports the first, and writes nothi
   q[at(1, 400, 1, H, 7)] = 0;  // now sequence 1's memory 1 comes first
   REQUIRE_THROWS_WITH(mha.forward_causal(qv, kv, kv, HTO::bshd(out.data(), B, S, H, d)),
                       ABC_CONTAINS("abc::MultiHeadAttention::forward_causal: k holds a non-finite value at row 13, column 2"));
+  // A long call whose heads' rows lie apart finds its inputs finite a block of rows at a time: a
+  // value in a later block, or in the last and partial one, is found as well as one in the first.
+  k[at(1, 13, 1, G, 2)] = 0;  // sequence 1 is finite now; sequence 3's value lies in its fifth block
+  REQUIRE_THROWS_WITH(mha.forward_causal(qv, kv, kv, HTO::bshd(out.data(), B, S, H, d)),
+                      ABC_CONTAINS("abc::MultiHeadAttention::forward_causal: q holds a non-finite value at row 600, column 5"));
+  q[at(2, S - 1, 2, H, 0)] = -std::numeric_limits<float>::infinity();  // sequence 2's last row
+  REQUIRE_THROWS_WITH(mha.forward_causal(qv, kv, kv, HTO::bshd(out.data(), B, S, H, d)),
+                      ABC_CONTAINS("abc::MultiHeadAttention::forward_causal: q holds a non-finite value at row 699, column 0"));
+  REQUIRE(mha.validate_causal(qv, kv, kv, HTO::bshd(out.data(), B, S, H, d)) == abc::Status::non_finite);
   REQUIRE(out == out_before);
 }
 

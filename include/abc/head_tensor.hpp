@@ -117,12 +117,20 @@ class HeadTensor {
   /// with no cost per head.
   bool all_finite() const noexcept {
     scalar_type acc = scalar_type(0);
-    for (Index b = 0; b < batch(); ++b) acc += residue(b, 0, heads_);
+    for (Index b = 0; b < batch(); ++b) acc += residue(b, 0, heads_, 0, length(b));
     return acc == scalar_type(0);
   }
   /// Whether heads [first, first + count) of sequence b are finite, in one pass where the layout
   /// keeps a token's heads together; unchecked: 0 ≤ b < batch(), 0 ≤ first ≤ first + count ≤ heads().
-  bool all_finite(Index b, Index first, Index count) const noexcept { return residue(b, first, count) == scalar_type(0); }
+  bool all_finite(Index b, Index first, Index count) const noexcept {
+    return residue(b, first, count, 0, length(b)) == scalar_type(0);
+  }
+  /// Whether tokens [s0, s0 + rows) of sequence b are finite in every head, clipped to the
+  /// sequence's length: a long call's check of a block of its rows; unchecked: 0 ≤ b < batch(),
+  /// 0 ≤ s0, 0 ≤ rows.
+  bool rows_finite(Index b, Index s0, Index rows) const noexcept {
+    return residue(b, 0, heads_, s0, std::max<Index>(0, std::min(rows, length(b) - s0))) == scalar_type(0);
+  }
   /// Sequence b, head h: [length(b) × dim], no copy.
   map_type head(Index b, Index h) const noexcept { return rows(b, h, 0, length(b)); }
   /// Tokens [s0, s0 + count) of sequence b, head h.
@@ -151,13 +159,13 @@ class HeadTensor {
       overflow(who);
   }
 
-  // Σ e · 0 over heads [first, first + count) of sequence b (kernel::finite_residue): ±0 when all
-  // are finite, NaN otherwise.
-  scalar_type residue(Index b, Index first, Index count) const noexcept {
+  // Σ e · 0 over heads [first, first + count) of sequence b's tokens [s0, s0 + len)
+  // (kernel::finite_residue): ±0 when all are finite, NaN otherwise.
+  // NOLINTNEXTLINE(bugprone-easily-swappable-parameters): private
+  scalar_type residue(Index b, Index first, Index count, Index s0, Index len) const noexcept {
     using S = scalar_type;
-    const Index len = length(b);
     if (len == 0 || count == 0 || dim_ == 0) return S(0);
-    const S* at = data_ + starts_[std::size_t(b)] + first * head_stride_;
+    const S* at = data_ + starts_[std::size_t(b)] + s0 * seq_stride_ + first * head_stride_;
     const bool heads_run = count == 1 || head_stride_ == dim_;  // a token's heads lie in one run
     if (heads_run && (len == 1 || seq_stride_ == count * dim_)) return kernel::finite_residue(at, len * count * dim_);
     if (heads_run) return kernel::finite_residue_rows(at, len, count * dim_, seq_stride_);

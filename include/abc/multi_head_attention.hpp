@@ -486,12 +486,15 @@ class MultiHeadAttention {
     using detail::CallForm;
     const CallForm mode = form == Form::non_causal ? CallForm::non_causal : keys_only ? CallForm::memory : CallForm::causal;
     const bool spread = detail::spread_checks(k, heads_ / memories() + 2);  // the group's q, k and v
-    // A call finds its inputs finite in one pass per tensor and sequence, not a pass per head, but a
+    // A call finds its inputs finite in passes over a sequence's rows, not a pass per head, but a
     // long one whose heads' rows lie together checks each pair's heads on that pair's thread
     // (detail::by_pairs). Where an input is not finite, the pairs find which.
-    const auto sequence_finite = [&](Index b) {
-      return (keys_only || q.all_finite(b, 0, q.heads())) && k.all_finite(b, 0, k.heads()) &&
-             v.all_finite(b, 0, v.heads()) && (!x || x->all_finite(b, 0, x->heads()));
+    const auto finite = [&](Index b, Index s0, Index rows) {
+      return (keys_only || q.rows_finite(b, s0, rows)) && k.rows_finite(b, s0, rows) && v.rows_finite(b, s0, rows) &&
+             (!x || x->rows_finite(b, s0, rows));
+    };
+    const auto rows = [&](Index b) {
+      return std::max({keys_only ? 0 : q.length(b), k.length(b), v.length(b), x ? x->length(b) : 0});
     };
     const auto check = [&](Index b, Index m, bool finite) -> Failure {
       if (m == 0 && !keys_only && out.length(b) != q.length(b)) return detail::length_failure(b, out.length(b), q.length(b));
@@ -515,8 +518,10 @@ class MultiHeadAttention {
           if (auto p = detail::finite_problem("q", q.head(b, h))) return failure(p);
       return {};
     };
-    using Checks = detail::PairChecks<decltype(sequence_finite), decltype(check)>;
-    return then(Checks{k.batch(), memories(), spread, detail::by_pairs(k, spread), sequence_finite, check});
+    using Checks = detail::PairChecks<decltype(finite), decltype(check)>;
+    const bool by_pairs = detail::by_pairs(k, spread);
+    return then(Checks{k.batch(), memories(), spread, by_pairs, finite, check,
+                       spread && !by_pairs ? detail::finite_blocks(k.batch(), rows) : decltype(Checks::blocks){}});
   }
 
   // The checks of read(pool, ids, q, out); `states` receives each sequence's states.

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -90,28 +91,51 @@ void for_each_pair(Index batch, Index width, F&& f) {
   if (error) std::rethrow_exception(error);
 }
 
+// The rows a long call whose heads' rows lie apart finds finite at a time, for all heads
+// (PairChecks::blocks): enough to cover a pass's start, few enough to share among threads.
+constexpr Index finite_block_rows = 128;
+
 // The checks of a layer call's (sequence, memory) pairs, as a serial loop in b-major order would
-// run them, and the first pair that fails. They go a sequence at a time: the sequence's inputs
-// found finite in one pass per tensor (`sequence_finite(b)`), then check(b, m, finite) for each of
-// its pairs (which, with finite inputs, need only look at what differs between sequences); or, with
-// `by_pairs`, pair by pair, each pair checking its own heads (`finite` false). A check only reads;
-// one that throws (an allocation while it builds a message) counts as failing and is run again on
-// the calling thread by failure(), where it throws: nothing escapes a parallel region.
-template <class SequenceFinite, class Check>
+// run them, and the first pair that fails. A call finds its inputs finite in passes over a
+// sequence's rows that test all its heads at once, `finite(b, s0, rows)` for tokens [s0, s0 + rows)
+// of sequence b (clipped to its length), then runs check(b, m, finite) for each pair (which, with
+// finite inputs, need only look at what differs between sequences). How the work is shared:
+// - a short call goes a sequence at a time (a decode step's rows are checked faster than they are
+//   shared);
+// - a long call whose heads' rows lie together, `by_pairs`, checks pair by pair, each pair its own
+//   heads (`finite` false), since the pairs are more to share among threads than the sequences;
+// - a long call whose heads' rows lie apart goes by `blocks` of rows (b, s0), a block's rows for all
+//   heads at once (a pass per head would touch a page per row), then pair by pair with each
+//   sequence's verdict.
+// A check only reads; one that throws (an allocation while it builds a message) counts as failing
+// and is run again on the calling thread by failure(), where it throws: nothing escapes a parallel
+// region.
+template <class Finite, class Check>
 struct PairChecks {
   Index batch, width;
   bool spread;    // a long call's checks, worth a parallel region of their own (validate())
-  bool by_pairs;  // see by_pairs()
-  const SequenceFinite& sequence_finite;
+  bool by_pairs;  // see above
+  const Finite& finite;
   const Check& check;
+  std::vector<std::pair<Index, Index>> blocks = {};  // (b, s0), when the call goes by blocks
+  // Whether a block of sequence b found an entry that is not finite (when it goes by blocks).
+  mutable std::vector<std::atomic<bool>> spoilt = std::vector<std::atomic<bool>>(blocks.empty() ? 0 : std::size_t(batch));
+
+  static constexpr Index all_rows = std::numeric_limits<Index>::max();
+
+  // Whether sequence b's inputs are finite: its blocks' verdict, or one pass over its rows.
+  bool sequence_finite(Index b) const {
+    if (!blocks.empty()) return !spoilt[std::size_t(b)].load(std::memory_order_relaxed);
+    return finite(b, 0, all_rows);
+  }
 
   // Checks the pairs and lowers `first` to the index of the first failing one (b · width + m; it
   // starts at batch · width). With OpenMP, called by every thread of a parallel region, the loop is
   // shared among them, and after it every thread reads the same `first`.
   void run(std::atomic<Index>& first) const {
-    const auto fails = [&](Index b, Index m, bool finite) {
+    const auto fails = [&](Index b, Index m, bool finite_inputs) {
       try {
-        return bool(check(b, m, finite));
+        return bool(check(b, m, finite_inputs));
       } catch (...) {
         return true;
       }
@@ -121,21 +145,31 @@ struct PairChecks {
       while (i < now && !first.compare_exchange_weak(now, i, std::memory_order_relaxed)) {
       }
     };
-    if (by_pairs) {
+    if (by_pairs || !blocks.empty()) {
+      if (!blocks.empty()) {
+#if defined(ABC_WITH_OPENMP)
+#  pragma omp for schedule(static)
+#endif
+        for (Index u = 0; u < Index(blocks.size()); ++u) {
+          const auto& [b, s0] = blocks[std::size_t(u)];
+          if (!finite(b, s0, finite_block_rows)) spoilt[std::size_t(b)].store(true, std::memory_order_relaxed);
+        }
+      }
 #if defined(ABC_WITH_OPENMP)
 #  pragma omp for schedule(static)
 #endif
       for (Index i = 0; i < batch * width; ++i)
-        if (i < first.load(std::memory_order_relaxed) && fails(i / width, i % width, false)) lower(i);
+        if (i < first.load(std::memory_order_relaxed) && fails(i / width, i % width, !by_pairs && sequence_finite(i / width)))
+          lower(i);
     } else {
 #if defined(ABC_WITH_OPENMP)
 #  pragma omp for schedule(static)
 #endif
       for (Index b = 0; b < batch; ++b) {
         if (b * width >= first.load(std::memory_order_relaxed)) continue;  // a pair before these failed
-        const bool finite = sequence_finite(b);
+        const bool finite_inputs = sequence_finite(b);
         for (Index m = 0; m < width; ++m)
-          if (fails(b, m, finite)) {
+          if (fails(b, m, finite_inputs)) {
             lower(b * width + m);
             break;
           }
@@ -149,6 +183,17 @@ struct PairChecks {
     return check(b, first % width, !by_pairs && sequence_finite(b));
   }
 };
+
+// The blocks of rows a long call whose heads' rows lie apart checks for finiteness
+// (PairChecks::blocks): sequence b's first rows(b) tokens, PairChecks::block_rows at a time.
+template <class Rows>
+std::vector<std::pair<Index, Index>> finite_blocks(Index batch, const Rows& rows) {
+  std::vector<std::pair<Index, Index>> blocks;
+  constexpr Index step = finite_block_rows;
+  for (Index b = 0; b < batch; ++b)
+    for (Index s0 = 0; s0 < rows(b); s0 += step) blocks.emplace_back(b, s0);
+  return blocks;
+}
 
 // What a layer's checks do with their pairs' checks when the call only checks (validate()): find
 // the first failure, with spread checks on OpenMP threads (a short call's are not worth starting a
@@ -165,7 +210,7 @@ struct FirstFailure {
     }
 #endif
     for (Index b = 0; b < checks.batch; ++b) {  // PairChecks::run's order, stopping at the first failure
-      const bool finite = !checks.by_pairs && checks.sequence_finite(b);
+      const bool finite = !checks.by_pairs && checks.finite(b, 0, checks.all_rows);
       for (Index m = 0; m < checks.width; ++m)
         if (LayerFailure f = checks.check(b, m, finite)) return f;
     }

@@ -205,9 +205,10 @@ class MultiHeadCache {
     }
     const bool spread = detail::spread_checks(q, heads_ / memories() + 2);  // the group's q, k and v
     // As MultiHeadAttention: a short call checks finiteness once per tensor and sequence.
-    const auto sequence_finite = [&](Index b) {
-      return q.all_finite(b, 0, q.heads()) && k.all_finite(b, 0, k.heads()) && v.all_finite(b, 0, v.heads());
+    const auto finite = [&](Index b, Index s0, Index rows) {
+      return q.rows_finite(b, s0, rows) && k.rows_finite(b, s0, rows) && v.rows_finite(b, s0, rows);
     };
+    const auto rows = [&](Index b) { return std::max({q.length(b), k.length(b), v.length(b)}); };
     const auto check = [&](Index b, Index m, bool finite) -> detail::LayerFailure {
       if (m == 0 && out.length(b) != q.length(b)) return detail::length_failure(b, out.length(b), q.length(b));
       const Attention& a = memories_[std::size_t(m)];
@@ -222,8 +223,10 @@ class MultiHeadCache {
           if (auto f = detail::finite_problem("q", q.head(b, h))) return layer_failure(f);
       return {};
     };
-    using Checks = detail::PairChecks<decltype(sequence_finite), decltype(check)>;
-    return then(Checks{q.batch(), memories(), spread, detail::by_pairs(q, spread), sequence_finite, check});
+    using Checks = detail::PairChecks<decltype(finite), decltype(check)>;
+    const bool by_pairs = detail::by_pairs(q, spread);
+    return then(Checks{q.batch(), memories(), spread, by_pairs, finite, check,
+                       spread && !by_pairs ? detail::finite_blocks(q.batch(), rows) : decltype(Checks::blocks){}});
   }
 
   std::vector<Attention> memories_;
