@@ -34,6 +34,26 @@ struct Tensor {
   }
 };
 
+// [batch, seq, heads, dim + pad], filled from a seed: head h's row of token s at
+// s · heads · (dim + pad) + h · (dim + pad), viewed as [batch, seq, heads, dim] (heads `pad` entries apart).
+template <class T>
+struct SpacedHeads {
+  Index heads, dim, pad, seq, batch;
+  std::vector<T> data;
+  SpacedHeads(Index h, Index w, Index p, Index s, Index b, std::uint64_t seed)
+      : heads(h), dim(w), pad(p), seq(s), batch(b), data(std::size_t(b * s * h * (w + p))) {
+    const auto r = ref::random<T>(1, Index(data.size()), seed);
+    for (Index i = 0; i < r.size(); ++i) data[std::size_t(i)] = r(0, i);
+  }
+  template <class U>
+  abc::HeadTensor<U> view(U* p, const std::vector<Index>& lens) const {
+    const Index head = dim + pad;
+    return abc::HeadTensor<U>::strided(p, batch, seq, heads, dim, seq * heads * head, heads * head, head, lens);
+  }
+  abc::HeadTensor<const T> in(const std::vector<Index>& lens) const { return view<const T>(data.data(), lens); }
+  abc::HeadTensor<T> out(const std::vector<Index>& lens) { return view<T>(data.data(), lens); }
+};
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("multi-head results equal per-head single calls exactly, both layouts and GQA",
@@ -204,6 +224,76 @@ TEMPLATE_TEST_CASE("strided views: q, k, v sliced out of a fused QKV buffer", "[
         }
       REQUIRE(abc::Matrix<T>(out.view().head(b, h)) == mha.head(h).forward_causal(q, k, v));
     }
+}
+
+// A long call whose heads' rows lie apart runs on contiguous copies of a pair's heads and copies
+// the outputs back: sequences of 130, 65, 64 and 33 tokens (copied), 31 (just too short to be
+// copied) and 0, heads adjacent or padded apart, every form, against single-head calls on the views
+// bit for bit; no entry outside the views' rows is written.
+TEMPLATE_TEST_CASE("long calls on spaced heads, adjacent or padded apart: every form, bit for bit",
+                   "[multi_head][strided]", float, double) {
+  using T = TestType;
+  using Mlp = abc::control::Mlp<T>;
+  const Index H = 4, kv = 2, d = 6, dv = 5, dx = 3;
+  const std::vector<Index> lengths = {130, 0, 64, 65, 33, 31};
+  const Index B = Index(lengths.size()), S = 130;
+  const std::vector<Mlp> controls = {Mlp(abc::Slots{4}, dx, abc::Seed{1}), Mlp(abc::Slots{4}, dx, abc::Seed{2})};
+  const abc::MultiHeadAttention<Mlp> mha(controls, H, kv);
+  for (const Index pad : {Index(0), Index(3)}) {
+    INFO("entries between heads " << pad);
+    using Spaced = SpacedHeads<T>;
+    const Spaced q(H, d, pad, S, B, 1), k(kv, d, pad, S, B, 2), v(kv, dv, pad, S, B, 3), x(kv, dx, pad, S, B, 4);
+    const T mark = T(-7);
+    const auto blank = [&] {
+      Spaced o(H, dv, pad, S, B, 5);
+      std::fill(o.data.begin(), o.data.end(), mark);
+      return o;
+    };
+    // Every entry of a view's rows written, every other entry left as it was.
+    const auto only_rows_written = [&](const Spaced& o) {
+      std::vector<char> inside(o.data.size(), 0);
+      const auto view = o.in(lengths);
+      for (Index b = 0; b < B; ++b)
+        for (Index h = 0; h < H; ++h) {
+          const auto m = view.head(b, h);
+          for (Index s = 0; s < m.rows(); ++s)
+            for (Index j = 0; j < dv; ++j) inside[std::size_t(m.data() + s * m.outerStride() + j - o.data.data())] = 1;
+        }
+      for (std::size_t i = 0; i < o.data.size(); ++i) REQUIRE((o.data[i] != mark) == bool(inside[i]));
+    };
+    Spaced out = blank(), out_c = blank(), out_p = blank(), out_r = blank();
+    mha.forward(q.in(lengths), k.in(lengths), v.in(lengths), x.in(lengths), out.out(lengths));
+    mha.forward_causal(q.in(lengths), k.in(lengths), v.in(lengths), x.in(lengths), out_c.out(lengths));
+    typename abc::MultiHeadAttention<Mlp>::Pool pool, sources;
+    std::vector<std::uint64_t> ids;
+    for (Index b = 0; b < B; ++b) {
+      ids.push_back(std::uint64_t(b));
+      mha.add(pool, ids.back(), d, dv);
+    }
+    mha.forward_causal(pool, ids, q.in(lengths), k.in(lengths), v.in(lengths), x.in(lengths), out_p.out(lengths));
+    mha.add_memory(sources, ids, k.in(lengths), v.in(lengths), x.in(lengths));
+    mha.read(sources, ids, q.in(lengths), out_r.out(lengths));
+    for (const Spaced* o : {&out, &out_c, &out_p, &out_r}) only_rows_written(*o);
+    for (Index b = 0; b < B; ++b)
+      for (Index h = 0; h < H; ++h) {
+        INFO("sequence " << b << ", head " << h);
+        const Index g = h / (H / kv);
+        const abc::BoundedAttention<Mlp>& single = mha.memory(g);
+        const auto qh = q.in(lengths).head(b, h), kh = k.in(lengths).head(b, g), vh = v.in(lengths).head(b, g);
+        const auto xh = x.in(lengths).head(b, g);
+        const abc::Matrix<T> want = single.forward(qh, kh, vh, xh);
+        REQUIRE(abc::Matrix<T>(out.in(lengths).head(b, h)) == want);
+        REQUIRE(abc::Matrix<T>(out_r.in(lengths).head(b, h)) == want);
+        auto s = single.make_state(d, dv);
+        const abc::Matrix<T> want_c = lengths[std::size_t(b)] == 0 ? abc::Matrix<T>(0, dv) : single.forward_causal(s, qh, kh, vh, xh);
+        REQUIRE(abc::Matrix<T>(out_c.in(lengths).head(b, h)) == want_c);
+        REQUIRE(abc::Matrix<T>(out_p.in(lengths).head(b, h)) == want_c);
+        REQUIRE(pool.states(ids[std::size_t(b)])[std::size_t(g)] == s);
+        const auto built = single.memory(kh, vh, xh);
+        REQUIRE(sources.states(ids[std::size_t(b)])[std::size_t(g)].keys() == built.keys());
+        REQUIRE(sources.states(ids[std::size_t(b)])[std::size_t(g)].values() == built.values());
+      }
+  }
 }
 
 TEST_CASE("a pool of bfloat16 states decodes as a float pool whose memories are rounded after each step",
