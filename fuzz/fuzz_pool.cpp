@@ -83,19 +83,25 @@ struct Tensor {
 
 // Layout, batch, lengths: bshd / bhsd with optional lengths, or packed offsets; sizes small and
 // mostly consistent, sometimes negative or inconsistent, and now and then a sequence long enough
-// (32 tokens and more) for a call to run it on contiguous copies of its heads.
+// (32 tokens and more) for a call to run it on contiguous copies of its heads, or, for
+// MultiHeadAttention (`very_long`), one long enough for its finite checks to go by blocks of rows.
+// Not for the caches: TRAMS' read is an Eigen product, which Eigen parallelises by itself outside
+// a parallel region in a program built with OpenMP, so there a long single-head call need not
+// match the layer's bits.
 struct Layout {
   int kind = 0;  // 0 bshd, 1 bhsd, 2 packed
   Index batch = 0, seq = 0;
   std::vector<Index> lengths, offsets;
 };
 
-Layout draw_layout(Reader& in, Index batch) {
+Layout draw_layout(Reader& in, Index batch, bool very_long = false) {
   Layout l;
   l.kind = in.byte() % 3;
   l.batch = batch;
   l.seq = in.index(0, 6) - (in.byte() == 255 ? 8 : 0);
-  if (in.byte() == 253) l.seq += 34;
+  const std::uint8_t longer = in.byte();
+  if (longer == 253) l.seq += 34;
+  if (longer == 252 && very_long) l.seq += 2900;  // finite checks by blocks of rows, on threads
   if (l.kind == 2) {
     l.offsets.push_back(in.byte() == 255 ? 1 : 0);
     for (Index b = 0; b < batch; ++b)
@@ -210,9 +216,9 @@ void run(Reader& in, const std::vector<Control>& controls, Index heads, Index kv
         const Index batch = in.index(0, 3);
         std::vector<std::uint64_t> ids;
         for (Index b = 0; b < batch; ++b) ids.push_back(in.byte() % 6);
-        const Layout lq = draw_layout(in, batch);
+        const Layout lq = draw_layout(in, batch, true);
         const bool same = in.byte() & 1;  // k, v laid out as q (usually) or on their own
-        const Layout lk = same ? lq : draw_layout(in, batch);
+        const Layout lk = same ? lq : draw_layout(in, batch, true);
         const Index hq = (what & 0x80) ? H + 1 : H;
         auto q = make_tensor<T>(in, lq, hq, d), k = make_tensor<T>(in, lk, kv_heads, d);
         auto v = make_tensor<T>(in, lk, kv_heads, dv), out = make_tensor<T>(in, lq, H, dv);
