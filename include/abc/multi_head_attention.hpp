@@ -489,7 +489,7 @@ class MultiHeadAttention {
     // A call finds its inputs finite in passes over a sequence's rows, not a pass per head, but a
     // long one whose heads' rows lie together checks each pair's heads on that pair's thread
     // (detail::by_pairs). Where an input is not finite, the pairs find which.
-    const auto finite = [&](Index b, Index s0, Index rows) {
+    const auto rows_finite = [&](Index b, Index s0, Index rows) {
       return (keys_only || q.rows_finite(b, s0, rows)) && k.rows_finite(b, s0, rows) && v.rows_finite(b, s0, rows) &&
              (!x || x->rows_finite(b, s0, rows));
     };
@@ -518,9 +518,9 @@ class MultiHeadAttention {
           if (auto p = detail::finite_problem("q", q.head(b, h))) return failure(p);
       return {};
     };
-    using Checks = detail::PairChecks<decltype(finite), decltype(check)>;
+    using Checks = detail::PairChecks<decltype(rows_finite), decltype(check)>;
     const bool by_pairs = detail::by_pairs(k, spread);
-    return then(Checks{k.batch(), memories(), spread, by_pairs, finite, check,
+    return then(Checks{k.batch(), memories(), spread, by_pairs, rows_finite, check,
                        spread && !by_pairs ? detail::finite_blocks(k.batch(), rows) : decltype(Checks::blocks){}});
   }
 

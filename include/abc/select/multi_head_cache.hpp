@@ -205,7 +205,7 @@ class MultiHeadCache {
     }
     const bool spread = detail::spread_checks(q, heads_ / memories() + 2);  // the group's q, k and v
     // As MultiHeadAttention: a short call checks finiteness once per tensor and sequence.
-    const auto finite = [&](Index b, Index s0, Index rows) {
+    const auto rows_finite = [&](Index b, Index s0, Index rows) {
       return q.rows_finite(b, s0, rows) && k.rows_finite(b, s0, rows) && v.rows_finite(b, s0, rows);
     };
     const auto rows = [&](Index b) { return std::max({q.length(b), k.length(b), v.length(b)}); };
@@ -223,9 +223,9 @@ class MultiHeadCache {
           if (auto f = detail::finite_problem("q", q.head(b, h))) return layer_failure(f);
       return {};
     };
-    using Checks = detail::PairChecks<decltype(finite), decltype(check)>;
+    using Checks = detail::PairChecks<decltype(rows_finite), decltype(check)>;
     const bool by_pairs = detail::by_pairs(q, spread);
-    return then(Checks{q.batch(), memories(), spread, by_pairs, finite, check,
+    return then(Checks{q.batch(), memories(), spread, by_pairs, rows_finite, check,
                        spread && !by_pairs ? detail::finite_blocks(q.batch(), rows) : decltype(Checks::blocks){}});
   }
 
