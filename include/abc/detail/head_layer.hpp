@@ -185,7 +185,7 @@ struct PairChecks {
 };
 
 // The blocks of rows a long call whose heads' rows lie apart checks for finiteness
-// (PairChecks::blocks): sequence b's first rows(b) tokens, PairChecks::block_rows at a time.
+// (PairChecks::blocks): sequence b's first rows(b) tokens, finite_block_rows at a time.
 template <class Rows>
 std::vector<std::pair<Index, Index>> finite_blocks(Index batch, const Rows& rows) {
   std::vector<std::pair<Index, Index>> blocks;
