@@ -518,10 +518,7 @@ class MultiHeadAttention {
           if (auto p = detail::finite_problem("q", q.head(b, h))) return failure(p);
       return {};
     };
-    using Checks = detail::PairChecks<decltype(rows_finite), decltype(check)>;
-    const bool by_pairs = detail::by_pairs(k, spread);
-    return then(Checks{k.batch(), memories(), spread, by_pairs, rows_finite, check,
-                       spread && !by_pairs ? detail::finite_blocks(k.batch(), rows) : decltype(Checks::blocks){}});
+    return then(detail::pair_checks(k, memories(), spread, rows_finite, check, rows));
   }
 
   // The checks of read(pool, ids, q, out); `states` receives each sequence's states.

@@ -123,7 +123,8 @@ struct PairChecks {
 
   static constexpr Index all_rows = std::numeric_limits<Index>::max();
 
-  // Whether sequence b's inputs are finite: its blocks' verdict, or one pass over its rows.
+  // Whether sequence b's inputs are finite: its blocks' verdict (found by run()), or one pass over
+  // its rows.
   bool sequence_finite(Index b) const {
     if (!blocks.empty()) return !spoilt[std::size_t(b)].load(std::memory_order_relaxed);
     return finite(b, 0, all_rows);
@@ -184,15 +185,29 @@ struct PairChecks {
   }
 };
 
-// The blocks of rows a long call whose heads' rows lie apart checks for finiteness
-// (PairChecks::blocks): sequence b's first rows(b) tokens, finite_block_rows at a time.
-template <class Rows>
-std::vector<std::pair<Index, Index>> finite_blocks(Index batch, const Rows& rows) {
+// Whether a long call checks its pairs pair by pair (PairChecks::by_pairs) rather than by blocks
+// of rows: where a head's rows lie together ([batch, heads, seq, dim]) a pair reads its heads in
+// memory order, and the pairs are more to share among threads than the sequences; where they lie
+// apart ([batch, seq, heads, dim]: heads · dim entries apart, a page or more for common sizes), a
+// pair's pass would touch a page per row, several times slower than a pass over a block of rows,
+// which holds all the sequence's heads together.
+template <class Tensor>
+bool by_pairs(const Tensor& t, bool spread) noexcept {
+  return spread && t.seq_stride() == t.dim();
+}
+
+// The PairChecks of a call of `width` memories per sequence whose layout is `t`'s (a tensor every
+// pair reads): spread over threads when `spread`, then pair by pair or by blocks as the layout
+// says; a sequence's inputs span its first rows(b) tokens.
+template <class Tensor, class Finite, class Check, class Rows>
+PairChecks<Finite, Check> pair_checks(const Tensor& t, Index width, bool spread, const Finite& finite,
+                                      const Check& check, const Rows& rows) {
+  const bool pairs = by_pairs(t, spread);
   std::vector<std::pair<Index, Index>> blocks;
-  constexpr Index step = finite_block_rows;
-  for (Index b = 0; b < batch; ++b)
-    for (Index s0 = 0; s0 < rows(b); s0 += step) blocks.emplace_back(b, s0);
-  return blocks;
+  if (spread && !pairs)
+    for (Index b = 0; b < t.batch(); ++b)
+      for (Index s0 = 0; s0 < rows(b); s0 += finite_block_rows) blocks.emplace_back(b, s0);
+  return PairChecks<Finite, Check>{t.batch(), width, spread, pairs, finite, check, std::move(blocks)};
 }
 
 // What a layer's checks do with their pairs' checks when the call only checks (validate()): find
@@ -282,17 +297,6 @@ struct CheckThenRun {
 #endif
   }
 };
-
-// Whether a long call checks its pairs pair by pair (PairChecks::by_pairs) rather than a sequence
-// at a time: where a head's rows lie together (t's rows one head's, [batch, heads, seq, dim]) a pair
-// reads its heads in memory order, and the pairs are more to share among threads than the
-// sequences; where they lie apart ([batch, seq, heads, dim]: heads · dim entries apart, a page or
-// more for common sizes), a pair's pass would touch a page per row, several times slower than a
-// pass over the sequence's rows, which hold all its heads together.
-template <class Tensor>
-bool by_pairs(const Tensor& t, bool spread) noexcept {
-  return spread && t.seq_stride() == t.dim();
-}
 
 // Whether a call's checks are worth spreading over threads: each (sequence, memory) pair checks
 // `heads_per_pair` heads of `t`'s shape over a sequence's mean length, and a decode step's few rows

@@ -223,10 +223,7 @@ class MultiHeadCache {
           if (auto f = detail::finite_problem("q", q.head(b, h))) return layer_failure(f);
       return {};
     };
-    using Checks = detail::PairChecks<decltype(rows_finite), decltype(check)>;
-    const bool by_pairs = detail::by_pairs(q, spread);
-    return then(Checks{q.batch(), memories(), spread, by_pairs, rows_finite, check,
-                       spread && !by_pairs ? detail::finite_blocks(q.batch(), rows) : decltype(Checks::blocks){}});
+    return then(detail::pair_checks(q, memories(), spread, rows_finite, check, rows));
   }
 
   std::vector<Attention> memories_;
