@@ -159,10 +159,9 @@ namespace {
 // Every head of a MultiHeadCache against the single-head operator of its memory, bit for bit: the
 // layer's outputs and, with a pool, each cache's kept tokens and scores, over a prefill and steps.
 template <class Attention>
-void check_single_heads(const std::vector<Attention>& per_memory, Index H, Index G) {
+void check_single_heads(const std::vector<Attention>& per_memory, Index H, Index G,
+                        const std::vector<Index>& lengths = {13, 6, 9}, Index d = 4, Index dv = 3) {
   using T = typename Attention::scalar_type;
-  const Index d = 4, dv = 3;
-  const std::vector<Index> lengths = {13, 6, 9};
   const Index B = Index(lengths.size());
   const Packed<T> q(lengths, H, d, 11, 1.5), k(lengths, G, d, 12, 1.5), v(lengths, G, dv, 13);
   const MultiHeadCache<Attention> layer(per_memory, H, G);
@@ -239,6 +238,19 @@ TEMPLATE_TEST_CASE("a cache of one head, or of each query head, is the single-he
   const Trams trams(TramsConfig{6, 2, 2}, abc::select::KeyScore<T>::norm());
   check_single_heads(std::vector<Trams>{trams}, 1, 1);
   check_single_heads(std::vector<Trams>(2, trams), 6, 2);
+}
+
+// Long enough that Eigen, in a program built with OpenMP, would split a product of the read over
+// threads by itself when called outside a parallel region (and not inside the layer's), with other
+// blocking and so other last bits: the read's products are the library's own, on the calling thread.
+TEMPLATE_TEST_CASE("long segments: a cache of one head is the single-head operator's bit for bit on any thread",
+                   "[multi_head_cache][h2o][trams][threads]", float, double) {
+  using T = TestType;
+  using H2o = KvCacheAttention<HeavyHitters<T>>;
+  const std::vector<Index> lengths = {1000, 41, 0};
+  check_single_heads(std::vector<H2o>(2, H2o(HeavyHitterConfig{40, 24})), 2, 2, lengths, 32, 24);
+  const TramsAttention<T> trams(TramsConfig{96, 32, 40}, abc::select::KeyScore<T>::norm());
+  check_single_heads(std::vector<TramsAttention<T>>(2, trams), 4, 2, lengths, 32, 24);
 }
 
 TEST_CASE("with a budget no smaller than the sequence, every cache is exact causal attention",
