@@ -71,6 +71,14 @@ class TramsAttention {
   /// float or double.
   using scalar_type = Scalar;
 
+ private:
+  // An older pool token as the top-k selection ranks it: its score and age.
+  struct Ranked {
+    Scalar score;
+    Index age;
+  };
+
+ public:
   /// The pool of one sequence and head: a ring of the last `pool` keys, values, scores and
   /// positions. O(pool · (d + dv)), flat in the stream's length.
   class State {
@@ -97,7 +105,7 @@ class TramsAttention {
       return sizeof(Scalar) * std::size_t(keys_.size() + values_.size() + gather_keys_.size() +
                                            gather_values_.size() + logits_.size()) +
              scores_.size() * sizeof(Scalar) + pos_.size() * sizeof(std::int64_t) +
-             order_.size() * sizeof(Index) + sizeof(*this);
+             order_.size() * sizeof(Index) + rank_.size() * sizeof(Ranked) + sizeof(*this);
     }
     /// Empties the pool, back to position 0; capacity and widths are kept.
     void reset() noexcept {
@@ -111,7 +119,11 @@ class TramsAttention {
     State(Index pool, Index d, Index dv)
         : keys_(Matrix<Scalar>::Zero(pool, d)), values_(Matrix<Scalar>::Zero(pool, dv)),
           scores_(std::size_t(pool)), pos_(std::size_t(pool)) {}
-    Index slot(Index age) const noexcept { return (head_ + age) % keys_.rows(); }
+    // head_ and age are below the capacity: one conditional subtraction, not a division.
+    Index slot(Index age) const noexcept {
+      const Index r = head_ + age, cap = keys_.rows();
+      return r < cap ? r : r - cap;
+    }
     // After a segment: the read's work space (m + n gathered rows, an n × (m + n) read) goes back
     // to what a step needs, so a pool holds O(pool) between calls. Only an economy: if an
     // allocation fails, the larger buffers stay.
@@ -149,6 +161,7 @@ class TramsAttention {
     // Work space of a read, kept so a step allocates nothing once warm; not part of the value.
     Matrix<Scalar> gather_keys_, gather_values_, logits_;
     std::vector<Index> order_;
+    std::vector<Ranked> rank_;
   };
 
   /// \throws config_error if pool < 1, recent or topk < 0, recent + topk > pool, or the scale is
@@ -192,7 +205,8 @@ class TramsAttention {
    */
   std::vector<Index> attended(const State& s) const {
     std::vector<Index> a;
-    select_into(s, a);
+    std::vector<Ranked> rank;
+    select_into(s, a, rank);
     return a;
   }
 
@@ -249,8 +263,7 @@ class TramsAttention {
                                                                                         Index n) const {
     constexpr const char* who = "abc::select::TramsAttention::distances";
     if (n < 0) detail::raise(who, detail::at_least(Status::bad_config, "n", n, 0, "a token count"));
-    std::vector<Index> a;
-    select_into(s, a);
+    const std::vector<Index> a = attended(s);
     // The shape is checked before it is formed: a count from the caller may be absurd.
     const Index width = detail::require_sum(who, "attended(state).size() + n", Index(a.size()), n);
     detail::require_product(who, "n × (attended(state).size() + n)", n, width);
@@ -264,23 +277,33 @@ class TramsAttention {
   friend class MultiHeadCache;
   struct NoBias {};
 
-  // Ages of the selected old tokens (top-k by score, ties to the newer), then the recent ones.
-  void select_into(const State& s, std::vector<Index>& out) const {
+  // Ages of the selected old tokens (top-k by score, ties to the newer), then the recent ones, into
+  // `out`; `rank` is work space. The older tokens' scores are copied out of the ring once, in age
+  // order, so that the selection compares values in place rather than finding two ring slots (a
+  // division each) per comparison; the selected ages then come out ascending by one pass of marks
+  // rather than a sort.
+  void select_into(const State& s, std::vector<Index>& out, std::vector<Ranked>& rank) const {
     const Index recent = std::min(cfg_.recent, s.size_), old = s.size_ - recent;
     const Index k = std::min(cfg_.topk, old);
     out.clear();
-    if (k > 0) {
-      out.resize(std::size_t(old));
-      for (Index a = 0; a < old; ++a) out[std::size_t(a)] = a;
-      auto better = [&s](Index x, Index y) {  // strict total order: score, then newer (larger age index)
-        const Scalar sx = s.score(x), sy = s.score(y);
-        return sx != sy ? sx > sy : x > y;
+    if (k == old) {
+      for (Index a = 0; a < old; ++a) out.push_back(a);
+    } else if (k > 0) {
+      rank.resize(std::size_t(old));
+      const Index cap = s.capacity();
+      for (Index a = 0, r = s.head_; a < old; ++a, r = r + 1 == cap ? 0 : r + 1)
+        rank[std::size_t(a)] = Ranked{s.scores_[std::size_t(r)], a};
+      // A strict total order: score, then newer (larger age).
+      const auto better = [](const Ranked& x, const Ranked& y) {
+        return x.score != y.score ? x.score > y.score : x.age > y.age;
       };
-      if (k < old) {
-        std::nth_element(out.begin(), out.begin() + (k - 1), out.end(), better);
-        out.resize(std::size_t(k));
-      }
-      std::sort(out.begin(), out.end());
+      std::nth_element(rank.begin(), rank.begin() + (k - 1), rank.end(), better);
+      out.assign(std::size_t(old), 0);
+      for (Index i = 0; i < k; ++i) out[std::size_t(rank[std::size_t(i)].age)] = 1;
+      Index kept = 0;
+      for (Index a = 0; a < old; ++a)
+        if (out[std::size_t(a)] != 0) out[std::size_t(kept++)] = a;
+      out.resize(std::size_t(kept));
     }
     for (Index a = old; a < s.size_; ++a) out.push_back(a);
   }
@@ -345,7 +368,7 @@ class TramsAttention {
                const MatrixRef<Scalar>& v, const Bias& bias = {}) const {
     const Index n = k.rows(), d = s.key_dim(), dv = s.value_dim();
     std::vector<Index>& a = s.order_;
-    select_into(s, a);
+    select_into(s, a, s.rank_);
     const Index m = Index(a.size()), keys = m + n;
     // The kept set gathered ahead of the segment: [kept ; segment], read by kernel::kept_read.
     s.gather_keys_.resize(keys, d);
