@@ -279,9 +279,8 @@ class TramsAttention {
 
   // Ages of the selected old tokens (top-k by score, ties to the newer), then the recent ones, into
   // `out`; `rank` is work space. The older tokens' scores are copied out of the ring once, in age
-  // order, so that the selection compares values in place rather than finding two ring slots (a
-  // division each) per comparison; the selected ages then come out ascending by one pass of marks
-  // rather than a sort.
+  // order, so that the selection compares values in place rather than finding two ring slots per
+  // comparison; the selected ages then come out ascending by one pass of marks rather than a sort.
   void select_into(const State& s, std::vector<Index>& out, std::vector<Ranked>& rank) const {
     const Index recent = std::min(cfg_.recent, s.size_), old = s.size_ - recent;
     const Index k = std::min(cfg_.topk, old);
@@ -290,9 +289,7 @@ class TramsAttention {
       for (Index a = 0; a < old; ++a) out.push_back(a);
     } else if (k > 0) {
       rank.resize(std::size_t(old));
-      const Index cap = s.capacity();
-      for (Index a = 0, r = s.head_; a < old; ++a, r = r + 1 == cap ? 0 : r + 1)
-        rank[std::size_t(a)] = Ranked{s.scores_[std::size_t(r)], a};
+      for (Index a = 0; a < old; ++a) rank[std::size_t(a)] = Ranked{s.score(a), a};
       // A strict total order: score, then newer (larger age).
       const auto better = [](const Ranked& x, const Ranked& y) {
         return x.score != y.score ? x.score > y.score : x.age > y.age;
