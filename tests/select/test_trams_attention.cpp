@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // abc tests: select::KeyScore and select::TramsAttention (docs/operators/trams.md; identities T1… of docs/testing.md)
 // against a float64 brute force: rebuild the pool, sort by (score, newer), read with plain loops.
+#include <abc/kernel/kept_read.hpp>
 #include <abc/select/key_score.hpp>
 #include <abc/select/trams_attention.hpp>
 
@@ -230,6 +231,34 @@ TEMPLATE_TEST_CASE("TRAMS selection is a brute-force sort with the tie rule, asc
   // Warm-up: K is clamped to the old region, which is empty while the pool holds ≤ R tokens.
   auto fresh = attn.make_state(d, d);
   REQUIRE(attn.attended(fresh).empty());
+}
+
+// A short segment reads the kept rows where the pool's ring holds them; the rows, their order and
+// the kernels are those of the read over the rows gathered into one block, so are the bits.
+TEMPLATE_TEST_CASE("TRAMS: a step reading the ring in place gives the bits of the gathered read", "[trams]", float,
+                   double) {
+  using T = TestType;
+  const Index d = 24, dv = 20, n_tok = 90;
+  const auto q = ref::random<T>(n_tok, d, 931), k = tied_keys<T>(n_tok, d, 932), v = ref::random<T>(n_tok, dv, 933);
+  TramsAttention<T> attn({23, 6, 9}, KeyScore<T>::norm());  // a pool of 23 wraps its ring many times
+  auto state = attn.make_state(d, dv);
+  const T scale = T(1) / std::sqrt(T(d));
+  abc::Matrix<T> buffer;
+  for (Index t = 0; t < n_tok; ++t) {
+    INFO("token " << t);
+    const auto kept = attn.attended(state);
+    const Index m = Index(kept.size());
+    abc::Matrix<T> keys(m + 1, d), values(m + 1, dv), want(1, dv);
+    for (Index j = 0; j < m; ++j) {
+      keys.row(j) = state.key(kept[size_t(j)]);
+      values.row(j) = state.value(kept[size_t(j)]);
+    }
+    keys.row(m) = k.row(t);
+    values.row(m) = v.row(t);
+    abc::kernel::kept_read<T>(q.row(t), keys, values, m, scale, buffer, want, abc::kernel::NoBias{});
+    const auto got = attn.step(state, q.row(t).transpose(), k.row(t).transpose(), v.row(t).transpose());
+    for (Index j = 0; j < dv; ++j) REQUIRE(got(j) == want(0, j));
+  }
 }
 
 TEMPLATE_TEST_CASE("TRAMS keeping the whole pool is causal softmax attention; topk = 0 is a window of recent (T1, T2)",

@@ -106,16 +106,19 @@ void scale_rows(T* rows, Index ld, Index count, Index n, const T* a) noexcept {
 
 #ifndef ABC_NO_SIMD
 namespace impl {
-// M (1–4) rows of rows_dot: their sums in registers, reduced together by one hsum4 (padded with
-// zero sums), since the reduction, not the multiply-adds, is most of a short dot.
-template <int M, class B, class T>
-ABC_FORCE_INLINE void rows_dot_group(const T* r, Index ld, Index n, const T* x, T* out) noexcept {
+// M (1–4) rows of rows_dot, rows i … i + M − 1 of row_at: their sums in registers, reduced together
+// by one hsum4 (padded with zero sums), since the reduction, not the multiply-adds, is most of a
+// short dot. A row's sum does not depend on the rows beside it.
+template <int M, class B, class T, class RowAt>
+ABC_FORCE_INLINE void rows_dot_group(const RowAt row_at, Index i, Index n, const T* x, T* out) noexcept {
   constexpr Index width = Index(B::size);
   const Index full = n - n % width;
+  const T* r[4];
+  for (int k = 0; k < M; ++k) r[k] = row_at(i + k);
   B acc[4] = {B(T(0)), B(T(0)), B(T(0)), B(T(0))};
   for (Index j = 0; j < full; j += width) {
     const B xv = B::load_unaligned(x + j);
-    for (int k = 0; k < M; ++k) acc[k] = impl::fma(B::load_unaligned(r + k * ld + j), xv, acc[k]);
+    for (int k = 0; k < M; ++k) acc[k] = impl::fma(B::load_unaligned(r[k] + j), xv, acc[k]);
   }
   // No tail: the sums go straight to out (a sum that starts at +0 is never −0, so the empty tail's
   // + 0 below would change no bit; the staging and the scalar loop showed in the causal chunk).
@@ -125,28 +128,35 @@ ABC_FORCE_INLINE void rows_dot_group(const T* r, Index ld, Index n, const T* x, 
   }
   T sums[4];
   hsum4(acc[0], acc[1], acc[2], acc[3], sums);
-  for (int k = 0; k < M; ++k) out[k] = sums[k] + scalar::dot(r + k * ld + full, x + full, n - full);
+  for (int k = 0; k < M; ++k) out[k] = sums[k] + scalar::dot(r[k] + full, x + full, n - full);
 }
 }  // namespace impl
 #endif
 
-/// out_i = row_i · x over `count` rows of width n at stride ld: four rows at a time, so that four
-/// sums are in flight, x's batches are loaded once for the four, and one reduction ends them.
-template <class T>
-void rows_dot(const T* rows, Index ld, Index count, Index n, const T* x, T* out) noexcept {
+/// out_i = row_at(i) · x over `count` rows of width n, wherever each row is (row_at(i) points at
+/// row i): four rows at a time, so that four sums are in flight, x's batches are loaded once for
+/// the four, and one reduction ends them.
+template <class T, class RowAt>
+void rows_dot_at(const RowAt row_at, Index count, Index n, const T* x, T* out) noexcept {
 #ifdef ABC_NO_SIMD
-  scalar::rows_dot(rows, ld, count, n, x, out);
+  scalar::rows_dot_at(row_at, count, n, x, out);
 #else
   using B = batch<T>;
   Index i = 0;
-  for (; i + 4 <= count; i += 4) impl::rows_dot_group<4, B>(rows + i * ld, ld, n, x, out + i);
+  for (; i + 4 <= count; i += 4) impl::rows_dot_group<4, B>(row_at, i, n, x, out + i);
   switch (count - i) {
-    case 3: impl::rows_dot_group<3, B>(rows + i * ld, ld, n, x, out + i); break;
-    case 2: impl::rows_dot_group<2, B>(rows + i * ld, ld, n, x, out + i); break;
-    case 1: impl::rows_dot_group<1, B>(rows + i * ld, ld, n, x, out + i); break;
+    case 3: impl::rows_dot_group<3, B>(row_at, i, n, x, out + i); break;
+    case 2: impl::rows_dot_group<2, B>(row_at, i, n, x, out + i); break;
+    case 1: impl::rows_dot_group<1, B>(row_at, i, n, x, out + i); break;
     default: break;
   }
 #endif
+}
+
+/// out_i = row_i · x over `count` rows of width n at stride ld.
+template <class T>
+void rows_dot(const T* rows, Index ld, Index count, Index n, const T* x, T* out) noexcept {
+  kernel::rows_dot_at(StridedRows<const T>{rows, ld}, count, n, x, out);
 }
 
 #ifndef ABC_NO_SIMD
@@ -271,8 +281,9 @@ void dot_columns(S* cols, Index ld, Index d, const T* a, const T* w, const T* x,
 
 // Columns [j0, j0 + K·width) of out = Σ_l p_l · row_l: the K output batches (and x's) stay in
 // registers across all n rows, so no row waits on the previous row's store of out.
-template <int K, Pass P, class B, class T, class Row>
-void axpy_columns(Row* rows, Index ld, Index n, const T* a, const T* w, const T* x, const T* p, T* out) noexcept {
+template <int K, Pass P, class B, class T, class RowAt>
+void axpy_columns(const RowAt row_at, Index j0, Index n, const T* a, const T* w, const T* x, const T* p,
+                  T* out) noexcept {
   constexpr Index width = Index(B::size);
   B acc[K], xv[K];  // xv: x's columns, used only when updating
   for (int c = 0; c < K; ++c) {
@@ -280,7 +291,7 @@ void axpy_columns(Row* rows, Index ld, Index n, const T* a, const T* w, const T*
     if constexpr (P != Pass::read) xv[c] = B::load_unaligned(x + c * width);
   }
   for (Index l = 0; l < n; ++l) {
-    Row* row = rows + l * ld;
+    auto* const row = row_at(l) + j0;
     const B pv(p[l]);
     if constexpr (P != Pass::read) {
       const B av(a[l]);
@@ -307,23 +318,29 @@ void axpy_columns(Row* rows, Index ld, Index n, const T* a, const T* w, const T*
 }  // namespace impl
 #endif
 
-/// out = Σ_l p_l · row_l over n read-only rows of width dv at stride ld (overwritten): the
-/// vector–matrix product pᵀR, the output held in registers a column block at a time. Rows with
+/// out = Σ_l p_l · row_at(l) over n read-only rows of width dv, wherever each row is (overwritten):
+/// the vector–matrix product pᵀR, the output held in registers a column block at a time. Rows with
 /// p_l = 0 are not read.
-template <class T, class S>
-void weighted_rows(const S* rows, Index ld, Index n, Index dv, const T* p, T* out) noexcept {
+template <class T, class RowAt>
+void weighted_rows_at(const RowAt row_at, Index n, Index dv, const T* p, T* out) noexcept {
 #ifdef ABC_NO_SIMD
-  scalar::weighted_rows(rows, ld, n, dv, p, out);
+  scalar::weighted_rows_at(row_at, 0, n, dv, p, out);
 #else
   using B = batch<T>;
   constexpr Index width = Index(B::size);
   const T* none = nullptr;  // no update: no decays, writes or input
   Index j = 0;
-  for (; j + 4 * width <= dv; j += 4 * width)
-    impl::axpy_columns<4, Pass::read, B>(rows + j, ld, n, none, none, none, p, out + j);
-  for (; j + width <= dv; j += width) impl::axpy_columns<1, Pass::read, B>(rows + j, ld, n, none, none, none, p, out + j);
-  if (j < dv) scalar::weighted_rows(rows + j, ld, n, dv - j, p, out + j);
+  for (; j + 4 * width <= dv; j += 4 * width) impl::axpy_columns<4, Pass::read, B>(row_at, j, n, none, none, none, p, out + j);
+  for (; j + width <= dv; j += width) impl::axpy_columns<1, Pass::read, B>(row_at, j, n, none, none, none, p, out + j);
+  if (j < dv) scalar::weighted_rows_at(row_at, j, n, dv - j, p, out + j);
 #endif
+}
+
+/// out = Σ_l p_l · row_l over n read-only rows of width dv at stride ld (overwritten): weighted_rows_at
+/// over rows at a fixed stride.
+template <class T, class S>
+void weighted_rows(const S* rows, Index ld, Index n, Index dv, const T* p, T* out) noexcept {
+  kernel::weighted_rows_at(StridedRows<const S>{rows, ld}, n, dv, p, out);
 }
 
 /// The read of a decode step over K̃, stored column-major (a State's layout: column j of the n × d
@@ -373,8 +390,9 @@ void rows_pass(S* rows, Index ld, Index n, Index dv, const T* a, const T* w, con
     using B = batch<T>;
     constexpr Index width = Index(B::size);
     Index j = 0;
-    for (; j + 4 * width <= dv; j += 4 * width) impl::axpy_columns<4, P, B>(rows + j, ld, n, a, w, x + j, p, out + j);
-    for (; j + width <= dv; j += width) impl::axpy_columns<1, P, B>(rows + j, ld, n, a, w, x + j, p, out + j);
+    const StridedRows<S> row_at{rows, ld};
+    for (; j + 4 * width <= dv; j += 4 * width) impl::axpy_columns<4, P, B>(row_at, j, n, a, w, x + j, p, out + j);
+    for (; j + width <= dv; j += width) impl::axpy_columns<1, P, B>(row_at, j, n, a, w, x + j, p, out + j);
     if (j < dv) scalar::rows_axpy<true>(rows + j, ld, n, dv - j, a, w, x + j, p, out + j);
 #endif
   }

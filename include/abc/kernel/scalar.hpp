@@ -14,6 +14,15 @@ namespace kernel {
 // Kernels take (rows, cols) and parallel operands of one type by design; only the library calls
 // them, through checked public forms.
 // NOLINTBEGIN(bugprone-easily-swappable-parameters)
+
+/// The rows of a row kernel's `_at` form: row l at base + l · ld (the plain forms are these).
+template <class S>
+struct StridedRows {
+  S* base;
+  Index ld;
+  S* operator()(Index l) const noexcept { return base + l * ld; }
+};
+
 namespace scalar {
 
 // a · b + c, fused where the target has fused multiply-add (as the SIMD kernels' impl::fma) and
@@ -141,10 +150,16 @@ void scale_rows(T* rows, Index ld, Index count, Index n, const T* a) noexcept {
     for (Index j = 0; j < n; ++j) rows[i * ld + j] *= a[j];
 }
 
+// out_i = row_at(i) · x over `count` rows of width n.
+template <class T, class RowAt>
+void rows_dot_at(const RowAt row_at, Index count, Index n, const T* x, T* out) noexcept {
+  for (Index i = 0; i < count; ++i) out[i] = dot(row_at(i), x, n);
+}
+
 // out_i = row_i · x over `count` rows of width n at stride ld.
 template <class T>
 void rows_dot(const T* rows, Index ld, Index count, Index n, const T* x, T* out) noexcept {
-  for (Index i = 0; i < count; ++i) out[i] = dot(rows + i * ld, x, n);
+  scalar::rows_dot_at(StridedRows<const T>{rows, ld}, count, n, x, out);
 }
 
 // Token t of a causal chunk, over the chunk's weight rows E (row i at e + i · n, n slots): with
@@ -229,13 +244,20 @@ void rows_axpy_heads(S* rows, Index ld, Index n, Index dv, const T* a, const T* 
   }
 }
 
+// out = Σ_l p_l · row_at(l)[j0 …] over n rows, dv entries from column j0 of each (overwritten);
+// rows with p_l = 0 are not read.
+template <class T, class RowAt>
+void weighted_rows_at(const RowAt row_at, Index j0, Index n, Index dv, const T* p, T* out) noexcept {
+  for (Index j = 0; j < dv; ++j) out[j] = T(0);
+  for (Index l = 0; l < n; ++l)
+    if (p[l] != T(0)) axpy(p[l], row_at(l) + j0, out, dv);
+}
+
 // out = Σ_l p_l · row_l over n rows of width dv at stride ld (overwritten); rows with p_l = 0 are
 // not read.
 template <class T, class S>
 void weighted_rows(const S* rows, Index ld, Index n, Index dv, const T* p, T* out) noexcept {
-  for (Index j = 0; j < dv; ++j) out[j] = T(0);
-  for (Index l = 0; l < n; ++l)
-    if (p[l] != T(0)) axpy(p[l], rows + l * ld, out, dv);
+  scalar::weighted_rows_at(StridedRows<const S>{rows, ld}, 0, n, dv, p, out);
 }
 
 // Over n rows of width dv at stride ld: row_l ← a_l · row_l + w_l · x when Update, and

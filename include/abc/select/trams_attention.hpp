@@ -125,13 +125,13 @@ class TramsAttention {
       return r < cap ? r : r - cap;
     }
     // After a segment: the read's work space (m + n gathered rows, an n × (m + n) read) goes back
-    // to what a step needs, so a pool holds O(pool) between calls. Only an economy: if an
-    // allocation fails, the larger buffers stay.
+    // to what a step needs (no gathered rows: a step reads the ring in place), so a pool holds
+    // O(pool) between calls. Only an economy: if an allocation fails, the larger buffers stay.
     void shrink(Index step_rows) noexcept {
-      if (gather_keys_.rows() <= step_rows && logits_.size() <= step_rows) return;
+      if (gather_keys_.rows() == 0 && logits_.size() <= step_rows) return;
       try {
-        gather_keys_.resize(step_rows, gather_keys_.cols());
-        gather_values_.resize(step_rows, gather_values_.cols());
+        gather_keys_.resize(0, gather_keys_.cols());
+        gather_values_.resize(0, gather_values_.cols());
         logits_.resize(1, step_rows);
       } catch (...) {  // a failed shrink leaves larger, valid buffers
       }
@@ -367,25 +367,38 @@ class TramsAttention {
     std::vector<Index>& a = s.order_;
     select_into(s, a, s.rank_);
     const Index m = Index(a.size()), keys = m + n;
-    // The kept set gathered ahead of the segment: [kept ; segment], read by kernel::kept_read.
-    s.gather_keys_.resize(keys, d);
-    s.gather_values_.resize(keys, dv);
-    for (Index j = 0; j < m; ++j) {
-      s.gather_keys_.row(j) = s.key(a[std::size_t(j)]);
-      s.gather_values_.row(j) = s.value(a[std::size_t(j)]);
-    }
-    s.gather_keys_.bottomRows(n) = k;
-    s.gather_values_.bottomRows(n) = v;
-    if constexpr (std::is_same<Bias, NoBias>::value) {
+    // The read, over [kept ; segment] (kernel::kept_read): a short segment (a decode step) reads the
+    // kept rows in the ring where they are; a longer one reads them through blocked products, which
+    // take them gathered into one block.
+    const auto read = [&](const auto& add) {
+      if (n < kernel::kept_read_blocked) {
+        const auto key_at = [&s, &a, &k, m](Index j) -> const Scalar* {
+          return j < m ? s.keys_.row(s.slot(a[std::size_t(j)])).data() : k.data() + (j - m) * k.outerStride();
+        };
+        const auto value_at = [&s, &a, &v, m](Index j) -> const Scalar* {
+          return j < m ? s.values_.row(s.slot(a[std::size_t(j)])).data() : v.data() + (j - m) * v.outerStride();
+        };
+        for (Index h = 0; h < heads; ++h)
+          kernel::kept_read_at<Scalar>(query(h), key_at, value_at, m, scale(d), s.logits_, output(h), add);
+        return;
+      }
+      s.gather_keys_.resize(keys, d);
+      s.gather_values_.resize(keys, dv);
+      for (Index j = 0; j < m; ++j) {
+        s.gather_keys_.row(j) = s.key(a[std::size_t(j)]);
+        s.gather_values_.row(j) = s.value(a[std::size_t(j)]);
+      }
+      s.gather_keys_.bottomRows(n) = k;
+      s.gather_values_.bottomRows(n) = v;
       for (Index h = 0; h < heads; ++h)
-        kernel::kept_read<Scalar>(query(h), s.gather_keys_, s.gather_values_, m, scale(d), s.logits_, output(h),
-                                  kernel::NoBias{});
+        kernel::kept_read<Scalar>(query(h), s.gather_keys_, s.gather_values_, m, scale(d), s.logits_, output(h), add);
+    };
+    if constexpr (std::is_same<Bias, NoBias>::value) {
+      read(kernel::NoBias{});
     } else {
       Eigen::Matrix<std::int64_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> dist(n, keys);
       fill_distances(s, a, n, dist);
-      const auto add = [&](Index i, Index j, Scalar& logit) { logit += static_cast<Scalar>(bias(i, dist(i, j))); };
-      for (Index h = 0; h < heads; ++h)
-        kernel::kept_read<Scalar>(query(h), s.gather_keys_, s.gather_values_, m, scale(d), s.logits_, output(h), add);
+      read([&](Index i, Index j, Scalar& logit) { logit += static_cast<Scalar>(bias(i, dist(i, j))); });
     }
     for (Index i = 0; i < n; ++i) s.push(k.row(i).data(), v.row(i).data(), score_(k.row(i).data(), d));
     if (n > 1) s.shrink(std::min(cfg_.recent + cfg_.topk, s.size_) + 1);
