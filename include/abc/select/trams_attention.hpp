@@ -14,6 +14,7 @@
 
 #include "../detail/check.hpp"
 #include "../detail/segment_check.hpp"
+#include "../kernel/census.hpp"
 #include "../kernel/kept_read.hpp"
 #include "../error.hpp"
 #include "../options.hpp"
@@ -162,6 +163,9 @@ class TramsAttention {
     Matrix<Scalar> gather_keys_, gather_values_, logits_;
     std::vector<Index> order_;
     std::vector<Ranked> rank_;
+    // The last selection's K-th best older score: where the next one looks first (a hint, not part
+    // of the value; any value is correct, a near one is fast).
+    Scalar cut_ = Scalar(0);
   };
 
   /// \throws config_error if pool < 1, recent or topk < 0, recent + topk > pool, or the scale is
@@ -206,7 +210,7 @@ class TramsAttention {
   std::vector<Index> attended(const State& s) const {
     std::vector<Index> a;
     std::vector<Ranked> rank;
-    select_into(s, a, rank);
+    select_into(s, a, rank, s.cut_);
     return a;
   }
 
@@ -277,16 +281,65 @@ class TramsAttention {
   friend class MultiHeadCache;
   struct NoBias {};
 
+  using Census = kernel::Census<Scalar>;
+
+  // f(score, age) for the older tokens, ages 0 … old − 1 ascending: the ring's two runs.
+  template <class F>
+  static void for_older(const State& s, Index old, const F& f) {
+    const Scalar* score = s.scores_.data();
+    const Index first = std::min(old, s.capacity() - s.head_);
+    for (Index a = 0; a < first; ++a) f(score[s.head_ + a], a);
+    for (Index a = first; a < old; ++a) f(score[a - first], a);
+  }
+
+  // How the older tokens' scores fall about θ (kernel::add_census over the ring's two runs).
+  static Census census(const State& s, Index old, Scalar theta) {
+    Census c;
+    const Index first = std::min(old, s.capacity() - s.head_);
+    kernel::add_census(s.scores_.data() + s.head_, first, theta, c);
+    kernel::add_census(s.scores_.data(), old - first, theta, c);
+    return c;
+  }
+
+  // The K-th best older score, looked for at `cut` (the last selection's) and then at the nearest
+  // score on the side the K-th moved to: between two steps one token joins the older ones and at
+  // most one leaves, so one of the two is it unless the scores changed more. On success `cut` is it
+  // and `c` its census; false when a score is NaN or neither was it.
+  static bool find_cut(const State& s, Index old, Index k, Scalar& cut, Census& c) {
+    c = census(s, old, cut);
+    if (c.above + c.at + c.below != old) return false;
+    if (c.above < k && k <= c.above + c.at) return true;
+    cut = c.above >= k ? c.up : c.down;
+    c = census(s, old, cut);
+    return c.above < k && k <= c.above + c.at;
+  }
+
   // Ages of the selected old tokens (top-k by score, ties to the newer), then the recent ones, into
-  // `out`; `rank` is work space. The older tokens' scores are copied out of the ring once, in age
-  // order, so that the selection compares values in place rather than finding two ring slots per
-  // comparison; the selected ages then come out ascending by one pass of marks rather than a sort.
-  void select_into(const State& s, std::vector<Index>& out, std::vector<Ranked>& rank) const {
+  // `out`; `rank` is work space. Returns the K-th best older score (the next selection's hint,
+  // `cut` this one's). With that score θ the selection is every older score above θ and the newest
+  // of those at θ, found in order by one pass: two counting passes and that one replace a partial
+  // sort in most steps of a stream. Otherwise (a far hint, or a NaN score) the older tokens'
+  // (score, age) pairs are copied out of the ring once and partially sorted, and the selected ages
+  // come out ascending by one pass of marks.
+  Scalar select_into(const State& s, std::vector<Index>& out, std::vector<Ranked>& rank, Scalar cut) const {
     const Index recent = std::min(cfg_.recent, s.size_), old = s.size_ - recent;
     const Index k = std::min(cfg_.topk, old);
     out.clear();
+    Census c;
     if (k == old) {
       for (Index a = 0; a < old; ++a) out.push_back(a);
+    } else if (k > 0 && find_cut(s, old, k, cut, c)) {
+      // Every score above the cut, and the last k − above of the c.at at it (the newest).
+      out.resize(std::size_t(old));
+      Index kept = 0, ties = 0;
+      const Index skip = c.at - (k - c.above);
+      for_older(s, old, [&](Scalar x, Index a) {
+        const bool tie = x == cut;
+        out[std::size_t(kept)] = a;
+        kept += (x > cut) | (tie & (ties >= skip));
+        ties += tie;
+      });
+      out.resize(std::size_t(kept));
     } else if (k > 0) {
       rank.resize(std::size_t(old));
       for (Index a = 0; a < old; ++a) rank[std::size_t(a)] = Ranked{s.score(a), a};
@@ -295,6 +348,7 @@ class TramsAttention {
         return x.score != y.score ? x.score > y.score : x.age > y.age;
       };
       std::nth_element(rank.begin(), rank.begin() + (k - 1), rank.end(), better);
+      cut = rank[std::size_t(k - 1)].score;
       out.assign(std::size_t(old), 0);
       for (Index i = 0; i < k; ++i) out[std::size_t(rank[std::size_t(i)].age)] = 1;
       Index kept = 0;
@@ -303,6 +357,7 @@ class TramsAttention {
       out.resize(std::size_t(kept));
     }
     for (Index a = old; a < s.size_; ++a) out.push_back(a);
+    return cut;
   }
 
   template <class Dist>
@@ -365,7 +420,7 @@ class TramsAttention {
                const MatrixRef<Scalar>& v, const Bias& bias = {}) const {
     const Index n = k.rows(), d = s.key_dim(), dv = s.value_dim();
     std::vector<Index>& a = s.order_;
-    select_into(s, a, s.rank_);
+    s.cut_ = select_into(s, a, s.rank_, s.cut_);
     const Index m = Index(a.size()), keys = m + n;
     // The read, over [kept ; segment] (kernel::kept_read): a short segment (a decode step) reads the
     // kept rows in the ring where they are; a longer one reads them through blocked products, which
