@@ -328,11 +328,18 @@ TEMPLATE_TEST_CASE("Mlp: finite inputs whose logits overflow never put NaN into 
   // Scores q·K̃ that overflow to NaN take no mass in the read: the output stays finite.
   abc::BoundedAttention window{abc::control::SlidingWindow<T>{4}};
   abc::Matrix<T> qh = abc::Matrix<T>::Constant(2, 2, big), kh(2, 2), vh(2, 1);
-  kh << big, -big, big, big;  // q·k_0 = big² − big² → ∞ − ∞ = NaN, q·k_1 = +∞
+  kh << big, -big, big, big;  // q·k_0 = big² − big², q·k_1 = +∞
   vh << T(3), T(5);
   const abc::Matrix<T> out = window.forward_causal(qh, kh, vh);
   REQUIRE(out.allFinite());
-  REQUIRE(out(1, 0) == T(5));  // the NaN score takes nothing, the infinite one everything
+  // What q·k_0 overflows to depends on how the build's kernel adds its two terms: as ∞ − ∞ = NaN
+  // (unfused, or fused into two accumulators added at the end), or as +∞ (one fused multiply-add
+  // adds the exact −big² to +∞: -march with FMA, where the slots fit in a batch's tail). A NaN
+  // score takes nothing and the infinite one everything (5); two infinite scores share the mass
+  // equally (4). Each is exact: anything else would mix a non-finite score into the weights.
+  const T got = out(1, 0);
+  INFO("out(1, 0) = " << got);
+  REQUIRE((got == T(5) || got == T(4)));
 }
 
 TEMPLATE_TEST_CASE("Mlp relu: subnormal logits keep their weights in every kernel (fuzz regression)",
