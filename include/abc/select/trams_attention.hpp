@@ -283,11 +283,15 @@ class TramsAttention {
 
   using Census = kernel::Census<Scalar>;
 
-  // f(score, age) for the older tokens, ages 0 … old − 1 ascending: the ring's two runs.
+  // The older tokens (ages 0 … old − 1) lie in the ring as two runs: ages [0, first) from slot
+  // head_ on, the rest from slot 0.
+  static Index first_run(const State& s, Index old) noexcept { return std::min(old, s.capacity() - s.head_); }
+
+  // f(score, age) for the older tokens, ages ascending.
   template <class F>
   static void for_older(const State& s, Index old, const F& f) {
     const Scalar* score = s.scores_.data();
-    const Index first = std::min(old, s.capacity() - s.head_);
+    const Index first = first_run(s, old);
     for (Index a = 0; a < first; ++a) f(score[s.head_ + a], a);
     for (Index a = first; a < old; ++a) f(score[a - first], a);
   }
@@ -295,7 +299,7 @@ class TramsAttention {
   // How the older tokens' scores fall about θ (kernel::add_census over the ring's two runs).
   static Census census(const State& s, Index old, Scalar theta) {
     Census c;
-    const Index first = std::min(old, s.capacity() - s.head_);
+    const Index first = first_run(s, old);
     kernel::add_census(s.scores_.data() + s.head_, first, theta, c);
     kernel::add_census(s.scores_.data(), old - first, theta, c);
     return c;
@@ -427,14 +431,16 @@ class TramsAttention {
     // take them gathered into one block.
     const auto read = [&](const auto& add) {
       if (n < kernel::kept_read_blocked) {
-        const auto key_at = [&s, &a, &k, m](Index j) -> const Scalar* {
-          return j < m ? s.keys_.row(s.slot(a[std::size_t(j)])).data() : k.data() + (j - m) * k.outerStride();
-        };
-        const auto value_at = [&s, &a, &v, m](Index j) -> const Scalar* {
-          return j < m ? s.values_.row(s.slot(a[std::size_t(j)])).data() : v.data() + (j - m) * v.outerStride();
+        // Row j of [kept ; segment]: a kept token's in the ring, or the segment's own.
+        const auto rows_of = [&s, &a, m](const Matrix<Scalar>& ring, const MatrixRef<Scalar>& segment) {
+          return [&s, &a, &ring, &segment, m](Index j) -> const Scalar* {
+            return j < m ? ring.row(s.slot(a[std::size_t(j)])).data()
+                         : segment.data() + (j - m) * segment.outerStride();
+          };
         };
         for (Index h = 0; h < heads; ++h)
-          kernel::kept_read_at<Scalar>(query(h), key_at, value_at, m, scale(d), s.logits_, output(h), add);
+          kernel::kept_read_at<Scalar>(query(h), rows_of(s.keys_, k), rows_of(s.values_, v), m, scale(d), s.logits_,
+                                       output(h), add);
         return;
       }
       s.gather_keys_.resize(keys, d);
