@@ -30,23 +30,26 @@ T exp_sum(T* x, Index n, T shift) noexcept {
 #ifdef ABC_NO_SIMD
   return scalar::exp_sum(x, n, shift);
 #else
-  using B = batch<T>;
-  constexpr Index width = Index(B::size);
-  const B s(shift), lo(scalar::log_min_normal<T>()), zero(T(0));
-  B acc(T(0));
-  Index l = 0;
-  for (; l + width <= n; l += width) {
-    const B e = B::load_unaligned(x + l) - s;
+  const auto exps = [&](auto tag, Index l) {
+    using B = typename decltype(tag)::type;
+    const B e = B::load_unaligned(x + l) - B(shift), lo(scalar::log_min_normal<T>());
     const auto live = e >= lo;
     // exp's argument is kept ≥ lo: xsimd converts round(e · log2 e) to an integer before its own
     // range select, which for −∞ is undefined behaviour (UBSan: float-cast-overflow).
-    const B r = xsimd::select(live, xsimd::exp(xsimd::select(live, e, lo)), zero);
+    const B r = xsimd::select(live, xsimd::exp(xsimd::select(live, e, lo)), B(T(0)));
     r.store_unaligned(x + l);
-    acc += r;
-  }
-  // The tail takes the scalar path; a slot always falls in the same path for a given n, so the
-  // step, chunked and split runs compute it identically.
-  return impl::hsum(acc) + scalar::exp_sum(x + l, n - l, shift);
+    return r;
+  };
+  // The full batches' sums in one accumulator; each narrower batch (at most one of each width) and
+  // the last few entries (the scalar path; a slot always falls in the same path for a given n, so the
+  // step, chunked and split runs compute it identically) added after it.
+  using B = batch<T>;
+  B acc(T(0));
+  Index l = 0;
+  for (; l + Index(B::size) <= n; l += Index(B::size)) acc += exps(impl::batch_tag<B>{}, l);
+  T sum = impl::hsum(acc);
+  l = impl::for_batches<impl::half_batch_t<B>>(l, n, [&](auto tag, Index at) { sum += impl::hsum(exps(tag, at)); });
+  return sum + scalar::exp_sum(x + l, n - l, shift);
 #endif
 }
 

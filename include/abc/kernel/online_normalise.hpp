@@ -29,11 +29,9 @@ void online_normalise(const T* lam, T* m, T* z, T* decay, T* write, Index n, boo
 #ifdef ABC_NO_SIMD
   scalar::online_normalise(lam, m, z, decay, write, n, prefix);
 #else
-  using B = batch<T>;
-  constexpr Index width = Index(B::size);
-  const B ninf(-std::numeric_limits<T>::infinity()), zero(T(0)), one(T(1));
-  Index l = 0;
-  for (; l + width <= n; l += width) {
+  const auto slots = [&](auto tag, Index l) {
+    using B = typename decltype(tag)::type;
+    const B ninf(-std::numeric_limits<T>::infinity()), zero(T(0)), one(T(1));
     const B lv = B::load_unaligned(lam + l), mv = B::load_unaligned(m + l), zv = B::load_unaligned(z + l);
     const B m_new = xsimd::max(mv, lv);
     // One of the two exponents is exactly 0 and exp(0) is exactly 1 (xsimd's exp, as std::exp), so
@@ -58,9 +56,10 @@ void online_normalise(const T* lam, T* m, T* z, T* decay, T* write, Index n, boo
     xsimd::select(live, add / z_new, zero).store_unaligned(write + l);
     xsimd::select(live, m_new, mv).store_unaligned(m + l);
     z_new.store_unaligned(z + l);
-  }
-  // The tail (n not a multiple of the width) takes the scalar path; a slot always falls in the same
-  // path, so step, chunked and split runs compute it identically.
+  };
+  const Index l = impl::for_batches<batch<T>>(0, n, slots);
+  // The last few slots (fewer than the narrowest batch) take the scalar path; a slot always falls in
+  // the same path for a given n, so step, chunked and split runs compute it identically.
   scalar::online_normalise(lam + l, m + l, z + l, decay + l, write + l, n - l, prefix);
 #endif
 }

@@ -223,7 +223,10 @@ void chunk_scores(T* e, Index n, Index t, const T* a, const T* w, const T* g, T*
   Index j = 0;
   for (; j + 4 * width <= n; j += 4 * width) impl::chunk_scores_block<4, Update, B>(e, n, t, a, w, g, dcum, prev, out, j);
   for (; j + width <= n; j += width) impl::chunk_scores_block<1, Update, B>(e, n, t, a, w, g, dcum, prev, out, j);
-  scalar::chunk_scores<Update>(e, n, t, a, w, g, dcum, prev, out, j);  // the slots past the last full batch
+  j = impl::for_batches<impl::half_batch_t<B>>(j, n, [&](auto tag, Index at) {
+    impl::chunk_scores_block<1, Update, typename decltype(tag)::type>(e, n, t, a, w, g, dcum, prev, out, at);
+  });
+  scalar::chunk_scores<Update>(e, n, t, a, w, g, dcum, prev, out, j);  // the last few slots
 #endif
 }
 
@@ -319,8 +322,8 @@ void axpy_columns(const RowAt row_at, Index j0, Index n, const T* a, const T* w,
 #endif
 
 /// out = Σ_l p_l · row_at(l) over n read-only rows of width dv, wherever each row is (overwritten):
-/// the vector–matrix product pᵀR, the output held in registers a column block at a time. Rows with
-/// p_l = 0 are not read.
+/// the vector–matrix product pᵀR, the output held in registers a column block at a time (the
+/// columns past the last full batch as columns_pass's slots). Rows with p_l = 0 are not read.
 template <class T, class RowAt>
 void weighted_rows_at(const RowAt row_at, Index n, Index dv, const T* p, T* out) noexcept {
 #ifdef ABC_NO_SIMD
@@ -332,6 +335,9 @@ void weighted_rows_at(const RowAt row_at, Index n, Index dv, const T* p, T* out)
   Index j = 0;
   for (; j + 4 * width <= dv; j += 4 * width) impl::axpy_columns<4, Pass::read, B>(row_at, j, n, none, none, none, p, out + j);
   for (; j + width <= dv; j += width) impl::axpy_columns<1, Pass::read, B>(row_at, j, n, none, none, none, p, out + j);
+  j = impl::for_batches<impl::half_batch_t<B>>(j, dv, [&](auto tag, Index at) {
+    impl::axpy_columns<1, Pass::read, typename decltype(tag)::type>(row_at, at, n, none, none, none, p, out + at);
+  });
   if (j < dv) scalar::weighted_rows_at(row_at, j, n, dv - j, p, out + j);
 #endif
 }
@@ -347,8 +353,9 @@ void weighted_rows(const S* rows, Index ld, Index n, Index dv, const T* p, T* ou
 /// block at cols + j · ld): entry (l, j) updated as P says (see Pass), then
 /// dots_l = scale · Σ_j entry(l, j) · q_j. One pass over the columns; blocks of 4 batches of slots
 /// (64 floats with AVX-512), then single batches, keep their sums, decays and writes in registers,
-/// so no slot's score needs a horizontal sum. The slots past the last full batch take the scalar
-/// path (which updates `decay` slots as `update` does).
+/// so no slot's score needs a horizontal sum. The slots past the last full batch take a batch of
+/// each narrower width that fits (impl::half_batch), and the last few the scalar path (which updates
+/// `decay` slots as `update` does).
 template <Pass P, class T, class S>
 void columns_pass(S* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
                   T* dots) noexcept {
@@ -362,6 +369,9 @@ void columns_pass(S* cols, Index ld, Index n, Index d, const T* a, const T* w, c
   for (; l + 4 * width <= n; l += 4 * width)
     impl::dot_columns<4, P, B>(cols + l, ld, d, a + l, w + l, x, q, scale, dots + l);
   for (; l + width <= n; l += width) impl::dot_columns<1, P, B>(cols + l, ld, d, a + l, w + l, x, q, scale, dots + l);
+  l = impl::for_batches<impl::half_batch_t<B>>(l, n, [&](auto tag, Index at) {
+    impl::dot_columns<1, P, typename decltype(tag)::type>(cols + at, ld, d, a + at, w + at, x, q, scale, dots + at);
+  });
   if (l < n) scalar::columns_dot<update>(cols + l, ld, n - l, d, a + l, w + l, x, q, scale, dots + l);
 #endif
 }
@@ -375,8 +385,9 @@ void columns_dot(S* cols, Index ld, Index n, Index d, const T* a, const T* w, co
 
 /// The readout of a decode step over Ṽ: for each of the n rows of width dv at stride ld, row_l
 /// updated as P says (see Pass), and out = Σ_l p_l · row_l (overwritten). One pass over the rows,
-/// the output held in registers a column block at a time. With Pass::read, rows with p_l = 0 are
-/// not read (an empty or fully masked slot costs nothing), and a, w and x are not read either.
+/// the output held in registers a column block at a time; the columns past the last full batch as
+/// columns_pass's slots. With Pass::read, rows with p_l = 0 are not read (an empty or fully masked
+/// slot costs nothing), and a, w and x are not read either.
 template <Pass P, class T, class S>
 void rows_pass(S* rows, Index ld, Index n, Index dv, const T* a, const T* w, const T* x, const T* p,
                T* out) noexcept {
@@ -393,6 +404,9 @@ void rows_pass(S* rows, Index ld, Index n, Index dv, const T* a, const T* w, con
     const StridedRows<S> row_at{rows, ld};
     for (; j + 4 * width <= dv; j += 4 * width) impl::axpy_columns<4, P, B>(row_at, j, n, a, w, x + j, p, out + j);
     for (; j + width <= dv; j += width) impl::axpy_columns<1, P, B>(row_at, j, n, a, w, x + j, p, out + j);
+    j = impl::for_batches<impl::half_batch_t<B>>(j, dv, [&](auto tag, Index at) {
+      impl::axpy_columns<1, P, typename decltype(tag)::type>(row_at, at, n, a, w, x + at, p, out + at);
+    });
     if (j < dv) scalar::rows_axpy<true>(rows + j, ld, n, dv - j, a, w, x + j, p, out + j);
 #endif
   }
@@ -525,7 +539,7 @@ constexpr int block_batches(int heads, bool columns) noexcept {
 }
 
 // columns_pass_heads for H queries (q[g], dots[g]): blocks of K batches of slots (block_batches),
-// then single batches, then the slots past the last full batch on the scalar path.
+// then single batches, then narrower batches and the scalar path, as columns_pass.
 template <int H, Pass P, class T, class S>
 void columns_pass_group(S* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* const* q,
                         T scale, T* const* dots) noexcept {
@@ -536,6 +550,9 @@ void columns_pass_group(S* cols, Index ld, Index n, Index d, const T* a, const T
   for (; l + K * width <= n; l += K * width) dot_columns_heads<K, H, P, B>(cols + l, ld, d, a + l, w + l, x, q, scale, dots, l);
   if constexpr (K > 1)
     for (; l + width <= n; l += width) dot_columns_heads<1, H, P, B>(cols + l, ld, d, a + l, w + l, x, q, scale, dots, l);
+  l = for_batches<half_batch_t<B>>(l, n, [&](auto tag, Index at) {
+    dot_columns_heads<1, H, P, typename decltype(tag)::type>(cols + at, ld, d, a + at, w + at, x, q, scale, dots, at);
+  });
   if (l == n) return;
   T* tail[H];
   for (int g = 0; g < H; ++g) tail[g] = dots[g] + l;
@@ -543,7 +560,7 @@ void columns_pass_group(S* cols, Index ld, Index n, Index d, const T* a, const T
 }
 
 // rows_pass_heads for H heads (p[g], out[g]): blocks of K batches of columns (block_batches), then
-// single batches, then the columns past the last full batch on the scalar path.
+// single batches, then narrower batches and the scalar path, as rows_pass.
 template <int H, Pass P, class T, class Row>
 void rows_pass_group(Row* rows, Index ld, Index n, Index dv, const T* a, const T* w, const T* x, const T* const* p,
                      T* const* out) noexcept {
@@ -556,6 +573,9 @@ void rows_pass_group(Row* rows, Index ld, Index n, Index dv, const T* a, const T
   for (; j + K * width <= dv; j += K * width) axpy_columns_heads<K, H, P, B>(rows + j, ld, n, a, w, x_at(j), p, out, j);
   if constexpr (K > 1)
     for (; j + width <= dv; j += width) axpy_columns_heads<1, H, P, B>(rows + j, ld, n, a, w, x_at(j), p, out, j);
+  j = for_batches<half_batch_t<B>>(j, dv, [&](auto tag, Index at) {
+    axpy_columns_heads<1, H, P, typename decltype(tag)::type>(rows + at, ld, n, a, w, x_at(at), p, out, at);
+  });
   if (j == dv) return;
   T* tail[H];
   for (int g = 0; g < H; ++g) tail[g] = out[g] + j;

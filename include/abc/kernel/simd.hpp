@@ -2,9 +2,11 @@
 // abc: bounded-memory attention. Whether the xsimd kernels are on, and the batch type they use.
 #pragma once
 
+#include <cstddef>
 #include <type_traits>
 
 #include "../config.hpp"
+#include "../types.hpp"
 
 // ABC_NO_SIMD, or a target where xsimd finds no SIMD instruction set, selects the scalar kernels
 // (kernel/scalar.hpp), which are also the oracle of the SIMD kernels' tests.
@@ -27,24 +29,92 @@ template <class T>
 using batch = xsimd::batch<T>;
 
 namespace impl {
-// x · y + z rounded once, for every kernel. xsimd 8.1 has no AVX-512 multiply-add of its own: its
-// generic fallback computes x * y + z, which g++ contracts into one instruction and clang (which
-// contracts only within one expression) leaves as two, rounded twice and at half the rate. There
-// the instruction is called itself; elsewhere xsimd's fma is the instruction.
+// The architecture of this target's batches of `Bytes` bytes, with its multiply-add where the target
+// has one (impl::fma calls it for SSE batches); void where there are none.
+template <std::size_t Bytes>
+struct arch_of_bytes {
+  using type = void;
+};
+#  if XSIMD_WITH_FMA3_AVX2
+template <>
+struct arch_of_bytes<32> {
+  using type = xsimd::fma3<xsimd::avx2>;
+};
+#  elif XSIMD_WITH_AVX
+template <>
+struct arch_of_bytes<32> {
+  using type = xsimd::avx;
+};
+#  endif
+#  if XSIMD_WITH_SSE2
+template <>
+struct arch_of_bytes<16> {
+  using type = xsimd::sse2;
+};
+#  endif
+
+// The batch of T of half B's width on the same target (AVX-512 → AVX2, AVX → SSE); void where
+// none is narrower (SSE, NEON). A kernel's entries past its last full batch take these before the
+// scalar path: up to 15 floats with AVX-512, which the scalar path would otherwise take at a
+// sixteenth of the rate.
+template <class B, class A = typename arch_of_bytes<sizeof(typename B::value_type) * B::size / 2>::type>
+struct half_batch {
+  using type = xsimd::batch<typename B::value_type, A>;
+};
+template <class B>
+struct half_batch<B, void> {
+  using type = void;
+};
+template <class B>
+using half_batch_t = typename half_batch<B>::type;
+
+// A batch type passed as a value, to a generic lambda.
+template <class B>
+struct batch_tag {
+  using type = B;
+};
+
+// f(batch_tag<B>{}, l) for the batches of B that fit in [l, n), then for those of each narrower
+// width (half_batch_t; after full batches, at most one of each); returns where the scalar path takes
+// over (l itself for B = void). Which width an entry gets depends on l and n alone, so every call
+// over the same range computes an entry alike.
+template <class B, class F>
+ABC_FORCE_INLINE Index for_batches(Index l, Index n, const F& f) {
+  if constexpr (std::is_void<B>::value) {
+    (void)n, (void)f;
+    return l;
+  } else {
+    for (; l + Index(B::size) <= n; l += Index(B::size)) f(batch_tag<B>{}, l);
+    return for_batches<half_batch_t<B>>(l, n, f);
+  }
+}
+
+// x · y + z rounded once, for every kernel. xsimd 8.1 has no multiply-add of its own for AVX-512,
+// nor for SSE or AVX batches on a target with FMA (its fma3 architectures are other types, and a
+// build with AVX has no fma3<sse4_2>): its generic fallback computes x * y + z, which g++
+// contracts into one instruction and clang (which contracts only within one expression) leaves as
+// two, rounded twice and at half the rate. There the instruction is called itself; elsewhere
+// xsimd's fma is the instruction (or, without FMA, the two operations the scalar path does too).
 template <class B>
 ABC_FORCE_INLINE B fma(const B& x, const B& y, const B& z) noexcept {
-#  if defined(__AVX512F__)
-  using A = typename B::arch_type;
   using T = typename B::value_type;
-  if constexpr (std::is_base_of<xsimd::avx512f, A>::value && std::is_same<T, float>::value)
-    return B(_mm512_fmadd_ps(x, y, z));
-  else if constexpr (std::is_base_of<xsimd::avx512f, A>::value && std::is_same<T, double>::value)
-    return B(_mm512_fmadd_pd(x, y, z));
-  else
-    return xsimd::fma(x, y, z);
-#  else
-  return xsimd::fma(x, y, z);
+  constexpr bool f32 = std::is_same<T, float>::value, f64 = std::is_same<T, double>::value;
+  (void)f32, (void)f64;
+#  if defined(__AVX512F__)
+  constexpr bool zmm = std::is_base_of<xsimd::avx512f, typename B::arch_type>::value;
+  if constexpr (zmm && f32) return B(_mm512_fmadd_ps(x, y, z));
+  if constexpr (zmm && f64) return B(_mm512_fmadd_pd(x, y, z));
 #  endif
+#  if defined(__FMA__)
+  constexpr std::size_t bytes = sizeof(T) * B::size;
+  constexpr bool ymm = std::is_base_of<xsimd::avx, typename B::arch_type>::value && bytes == 32;
+  constexpr bool xmm = std::is_base_of<xsimd::sse2, typename B::arch_type>::value && bytes == 16;
+  if constexpr (ymm && f32) return B(_mm256_fmadd_ps(x, y, z));
+  if constexpr (ymm && f64) return B(_mm256_fmadd_pd(x, y, z));
+  if constexpr (xmm && f32) return B(_mm_fmadd_ps(x, y, z));
+  if constexpr (xmm && f64) return B(_mm_fmadd_pd(x, y, z));
+#  endif
+  return xsimd::fma(x, y, z);
 }
 
 // Horizontal sum: xsimd 8 calls it hadd, later versions reduce_add.
