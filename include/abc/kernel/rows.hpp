@@ -222,8 +222,7 @@ void chunk_scores(T* e, Index n, Index t, const T* a, const T* w, const T* g, T*
   constexpr Index width = Index(B::size);
   Index j = 0;
   for (; j + 4 * width <= n; j += 4 * width) impl::chunk_scores_block<4, Update, B>(e, n, t, a, w, g, dcum, prev, out, j);
-  for (; j + width <= n; j += width) impl::chunk_scores_block<1, Update, B>(e, n, t, a, w, g, dcum, prev, out, j);
-  j = impl::for_batches<impl::half_batch_t<B>>(j, n, [&](auto tag, Index at) {
+  j = impl::for_batches<B>(j, n, [&](auto tag, Index at) {
     impl::chunk_scores_block<1, Update, typename decltype(tag)::type>(e, n, t, a, w, g, dcum, prev, out, at);
   });
   scalar::chunk_scores<Update>(e, n, t, a, w, g, dcum, prev, out, j);  // the last few slots
@@ -334,8 +333,7 @@ void weighted_rows_at(const RowAt row_at, Index n, Index dv, const T* p, T* out)
   const T* none = nullptr;  // no update: no decays, writes or input
   Index j = 0;
   for (; j + 4 * width <= dv; j += 4 * width) impl::axpy_columns<4, Pass::read, B>(row_at, j, n, none, none, none, p, out + j);
-  for (; j + width <= dv; j += width) impl::axpy_columns<1, Pass::read, B>(row_at, j, n, none, none, none, p, out + j);
-  j = impl::for_batches<impl::half_batch_t<B>>(j, dv, [&](auto tag, Index at) {
+  j = impl::for_batches<B>(j, dv, [&](auto tag, Index at) {
     impl::axpy_columns<1, Pass::read, typename decltype(tag)::type>(row_at, at, n, none, none, none, p, out + at);
   });
   if (j < dv) scalar::weighted_rows_at(row_at, j, n, dv - j, p, out + j);
@@ -368,8 +366,7 @@ void columns_pass(S* cols, Index ld, Index n, Index d, const T* a, const T* w, c
   Index l = 0;
   for (; l + 4 * width <= n; l += 4 * width)
     impl::dot_columns<4, P, B>(cols + l, ld, d, a + l, w + l, x, q, scale, dots + l);
-  for (; l + width <= n; l += width) impl::dot_columns<1, P, B>(cols + l, ld, d, a + l, w + l, x, q, scale, dots + l);
-  l = impl::for_batches<impl::half_batch_t<B>>(l, n, [&](auto tag, Index at) {
+  l = impl::for_batches<B>(l, n, [&](auto tag, Index at) {
     impl::dot_columns<1, P, typename decltype(tag)::type>(cols + at, ld, d, a + at, w + at, x, q, scale, dots + at);
   });
   if (l < n) scalar::columns_dot<update>(cols + l, ld, n - l, d, a + l, w + l, x, q, scale, dots + l);
@@ -403,8 +400,7 @@ void rows_pass(S* rows, Index ld, Index n, Index dv, const T* a, const T* w, con
     Index j = 0;
     const StridedRows<S> row_at{rows, ld};
     for (; j + 4 * width <= dv; j += 4 * width) impl::axpy_columns<4, P, B>(row_at, j, n, a, w, x + j, p, out + j);
-    for (; j + width <= dv; j += width) impl::axpy_columns<1, P, B>(row_at, j, n, a, w, x + j, p, out + j);
-    j = impl::for_batches<impl::half_batch_t<B>>(j, dv, [&](auto tag, Index at) {
+    j = impl::for_batches<B>(j, dv, [&](auto tag, Index at) {
       impl::axpy_columns<1, P, typename decltype(tag)::type>(row_at, at, n, a, w, x + at, p, out + at);
     });
     if (j < dv) scalar::rows_axpy<true>(rows + j, ld, n, dv - j, a, w, x + j, p, out + j);
@@ -548,9 +544,7 @@ void columns_pass_group(S* cols, Index ld, Index n, Index d, const T* a, const T
   constexpr int K = block_batches<B>(H, true);
   Index l = 0;
   for (; l + K * width <= n; l += K * width) dot_columns_heads<K, H, P, B>(cols + l, ld, d, a + l, w + l, x, q, scale, dots, l);
-  if constexpr (K > 1)
-    for (; l + width <= n; l += width) dot_columns_heads<1, H, P, B>(cols + l, ld, d, a + l, w + l, x, q, scale, dots, l);
-  l = for_batches<half_batch_t<B>>(l, n, [&](auto tag, Index at) {
+  l = for_batches<B>(l, n, [&](auto tag, Index at) {
     dot_columns_heads<1, H, P, typename decltype(tag)::type>(cols + at, ld, d, a + at, w + at, x, q, scale, dots, at);
   });
   if (l == n) return;
@@ -571,9 +565,7 @@ void rows_pass_group(Row* rows, Index ld, Index n, Index dv, const T* a, const T
   const auto x_at = [x](Index at) { return P == Pass::read ? x : x + at; };
   Index j = 0;
   for (; j + K * width <= dv; j += K * width) axpy_columns_heads<K, H, P, B>(rows + j, ld, n, a, w, x_at(j), p, out, j);
-  if constexpr (K > 1)
-    for (; j + width <= dv; j += width) axpy_columns_heads<1, H, P, B>(rows + j, ld, n, a, w, x_at(j), p, out, j);
-  j = for_batches<half_batch_t<B>>(j, dv, [&](auto tag, Index at) {
+  j = for_batches<B>(j, dv, [&](auto tag, Index at) {
     axpy_columns_heads<1, H, P, typename decltype(tag)::type>(rows + at, ld, n, a, w, x_at(at), p, out, at);
   });
   if (j == dv) return;
