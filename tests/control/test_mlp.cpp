@@ -12,6 +12,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace mlp_test {
+
 namespace {
 
 using abc::Index;
@@ -38,26 +40,36 @@ struct MlpRef {
   Activation act;
   Normalization norm;
 
-  double lam(size_t i, size_t l) const { return log_alpha(ref::dot(w[l], x[i]), act); }
+  // λ_iℓ = log α(w_ℓ · x_i) for tokens 0..t: computed once, read by every normaliser below.
+  ref::Mat lambdas(size_t t) const {
+    ref::Mat lam(t + 1, std::vector<double>(w.size()));
+    for (size_t i = 0; i <= t; ++i)
+      for (size_t l = 0; l < w.size(); ++l) lam[i][l] = log_alpha(ref::dot(w[l], x[i]), act);
+    return lam;
+  }
 
   // φ at time t (inclusive) for all tokens 0..t, and which slots hold mass.
   ref::Mat phi(size_t t, std::vector<bool>& readable) const {
     const size_t n = w.size();
+    const ref::Mat lam = lambdas(t);
     ref::Mat p(t + 1, std::vector<double>(n, 0.0));
     readable.assign(n, false);
+    // The maximum and the sum over λ_{0..upto, ℓ}; a maximum of -∞ means no mass yet.
+    auto normaliser = [&](size_t l, size_t upto, double& mx, double& z) {
+      mx = -inf;
+      for (size_t j = 0; j <= upto; ++j) mx = std::max(mx, lam[j][l]);
+      z = 0;
+      if (mx == -inf) return;
+      for (size_t j = 0; j <= upto; ++j) z += std::exp(lam[j][l] - mx);
+    };
     for (size_t l = 0; l < n; ++l) {
-      for (size_t i = 0; i <= t; ++i) {
-        const size_t upto = norm == Normalization::prefix ? t : i;
-        double mx = -inf;
-        for (size_t j = 0; j <= upto; ++j) mx = std::max(mx, lam(j, l));
-        if (mx == -inf) continue;  // no mass yet
-        double z = 0;
-        for (size_t j = 0; j <= upto; ++j) z += std::exp(lam(j, l) - mx);
-        p[i][l] = std::exp(lam(i, l) - mx) / z;
-      }
-      double mx = -inf;
-      for (size_t j = 0; j <= t; ++j) mx = std::max(mx, lam(j, l));
+      double mx = -inf, z = 0;
+      normaliser(l, t, mx, z);
       readable[l] = mx > -inf;
+      for (size_t i = 0; i <= t; ++i) {
+        if (norm == Normalization::per_token) normaliser(l, i, mx, z);
+        if (mx > -inf) p[i][l] = std::exp(lam[i][l] - mx) / z;
+      }
     }
     return p;
   }
@@ -385,3 +397,5 @@ TEMPLATE_TEST_CASE("Mlp relu: subnormal logits keep their weights in every kerne
       }
   }
 }
+
+}  // namespace mlp_test
