@@ -5,6 +5,8 @@
 
 #include "support/catch.hpp"
 
+namespace headers_test {
+
 TEST_CASE("the control traits recognise the built-in controls", "[concepts]") {
   STATIC_REQUIRE(abc::is_control_policy_v<abc::control::SlidingWindow<float>>);
   STATIC_REQUIRE(abc::is_control_policy_v<abc::control::Identity<double>>);
@@ -19,3 +21,5 @@ TEST_CASE("the control traits recognise the built-in controls", "[concepts]") {
   STATIC_REQUIRE(std::is_same<decltype(attn)::scalar_type, float>::value);
   REQUIRE(attn.num_slots() == 8);
 }
+
+}  // namespace headers_test

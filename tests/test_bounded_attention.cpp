@@ -9,6 +9,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace bounded_attention_test {
+
 namespace {
 
 using abc::Index;
@@ -243,3 +245,5 @@ TEMPLATE_TEST_CASE("the state is a constant-size value that can be copied and re
   REQUIRE(state.num_written() == 0);
   REQUIRE(state == attn.make_state(d, dv));
 }
+
+}  // namespace bounded_attention_test

@@ -12,6 +12,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace contract_edges_test {
+
 namespace {
 
 using abc::Index;
@@ -292,3 +294,5 @@ TEST_CASE("composed and weight-drawing controls refuse sizes that overflow Index
   REQUIRE_THROWS_WITH(Cluster<float>::kmeans(x, abc::Slots{kMax}, abc::Seed{1}, 1),
                       ABC_CONTAINS("abc::control::Cluster::kmeans: n × x.cols() (the centroids' entries) overflows"));
 }
+
+}  // namespace contract_edges_test

@@ -21,6 +21,8 @@
 #include "support/reference.hpp"
 #include "support/weights_file.hpp"
 
+namespace error_messages_test {
+
 namespace {
 
 using abc::Index;
@@ -660,3 +662,5 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
     CHECK(zero_shape == rows[i].zero_dimension_shape);  // a flagged row keeps its zero dimension too
   }
 }
+
+}  // namespace error_messages_test

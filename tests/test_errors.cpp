@@ -9,6 +9,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace errors_test {
+
 namespace {
 
 using abc::Index;
@@ -181,3 +183,5 @@ TEMPLATE_TEST_CASE("configuration errors", "[errors][config]", float, double) {
                                    "expected at most 8 (the control's capacity, max_tokens())"));
   REQUIRE(state == before);
 }
+
+}  // namespace errors_test

@@ -16,6 +16,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace global_memory_attention_test {
+
 namespace {
 
 using abc::Index;
@@ -207,3 +209,5 @@ TEST_CASE("GMAT refuses bad patterns and shapes, naming the argument", "[gmat][e
   bad(3, 1) = std::numeric_limits<float>::infinity();
   REQUIRE_THROWS_WITH(g.forward(x, bad, x, m, m, m), ABC_CONTAINS("k_x holds a non-finite value at row 3, column 1"));
 }
+
+}  // namespace global_memory_attention_test

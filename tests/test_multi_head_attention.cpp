@@ -9,6 +9,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace multi_head_attention_test {
+
 namespace {
 
 using abc::Index;
@@ -353,3 +355,5 @@ TEST_CASE("a pool of bfloat16 states decodes as a float pool whose memories are 
                       "for a double state (bfloat16 storage holds float memories)");
   REQUIRE(pool.size() == 0);
 }
+
+}  // namespace multi_head_attention_test

@@ -17,6 +17,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace multi_head_contract_test {
+
 namespace {
 
 using abc::Index;
@@ -392,3 +394,5 @@ TEST_CASE("a decode resumed from saved states continues bit for bit; bad states 
   REQUIRE(snapshot(resumed, {9}) == before);
   REQUIRE(resumed.size() == 1);
 }
+
+}  // namespace multi_head_contract_test

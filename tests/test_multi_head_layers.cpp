@@ -13,6 +13,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace multi_head_layers_test {
+
 namespace {
 
 using abc::Index;
@@ -395,3 +397,5 @@ TEMPLATE_TEST_CASE("GSA slot gates through the multi-head forms: the shared inpu
       }
   }
 }
+
+}  // namespace multi_head_layers_test

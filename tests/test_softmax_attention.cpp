@@ -6,6 +6,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace softmax_attention_test {
+
 using abc::Index;
 
 TEMPLATE_TEST_CASE("SoftmaxAttention matches the reference across block boundaries", "[softmax_attention]",
@@ -36,3 +38,5 @@ TEMPLATE_TEST_CASE("SoftmaxAttention is stable for large logits and reads zero w
   abc::Matrix<T> none_k(0, d), none_v(0, dv);
   REQUIRE(attn.forward(q, none_k, none_v).isZero(0));
 }
+
+}  // namespace softmax_attention_test

@@ -22,6 +22,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace state_contract_test {
+
 namespace {
 
 using abc::Index;
@@ -276,3 +278,5 @@ TEST_CASE("write the blobs of tests/data/state", "[.golden-writer]") {
     REQUIRE(f.good());
   }
 }
+
+}  // namespace state_contract_test

@@ -11,6 +11,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace state_io_test {
+
 namespace {
 
 using abc::Index;
@@ -111,3 +113,5 @@ TEMPLATE_TEST_CASE("bad blobs are refused by name and leave the destination unto
   blob::reseal(nan_blob);
   refused(nan_blob, "non-finite");
 }
+
+}  // namespace state_io_test

@@ -15,6 +15,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace state_storage_test {
+
 namespace {
 
 using abc::Index;
@@ -160,3 +162,5 @@ TEST_CASE("bfloat16 storage is refused for double states and unknown storages, n
                       "abc::BoundedAttention::make_state: storage is 7, expected StateStorage::native or "
                       "StateStorage::bfloat16");
 }
+
+}  // namespace state_storage_test

@@ -24,6 +24,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace stress_test {
+
 namespace {
 
 using abc::Index;
@@ -353,3 +355,5 @@ TEST_CASE("stress: 10^6 tokens through step stay finite and match float64 at sam
   INFO("mlp bound " << mlp_bound);
   CHECK(err_mlp <= mlp_bound);
 }
+
+}  // namespace stress_test

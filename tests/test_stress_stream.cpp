@@ -20,6 +20,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace stress_stream_test {
+
 namespace {
 
 using abc::Index;
@@ -131,3 +133,5 @@ TEST_CASE("stream: every control and TRAMS decode N tokens in flat memory", "[st
     CHECK(e.rss_growth <= 1 << 20);
   }
 }
+
+}  // namespace stress_stream_test

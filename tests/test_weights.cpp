@@ -17,6 +17,8 @@
 #include "support/catch.hpp"
 #include "support/weights_file.hpp"
 
+namespace weights_test {
+
 namespace {
 
 using abc::Index;
@@ -263,3 +265,5 @@ TEST_CASE("weights: an ABC-MLP configuration travels as names", "[weights]") {
   CHECK_THROWS_WITH(abc::control::activation_from_name("Exp", "decode"),
                     "decode: activation is 'Exp', expected 'exp', 'sigmoid' or 'relu'");
 }
+
+}  // namespace weights_test

@@ -14,6 +14,8 @@
 #include "support/reference.hpp"
 #include "support/schedule_reference.hpp"
 
+namespace cluster_test {
+
 namespace {
 
 using abc::Index;
@@ -196,3 +198,5 @@ TEMPLATE_TEST_CASE("Cluster errors: centroid width against the control input, ba
   REQUIRE_THROWS_WITH(abc::control::Cluster<T>(abc::Slots{4}, 3, abc::Seed{1}, 0), ABC_CONTAINS("max_iter is 0, expected at least 1"));
   REQUIRE_THROWS_WITH(abc::control::Cluster<T>::kmeans(q, abc::Slots{0}, abc::Seed{1}, 5), ABC_CONTAINS("kmeans: n is 0"));
 }
+
+}  // namespace cluster_test

@@ -9,6 +9,8 @@
 #include "support/reference.hpp"
 #include "support/schedule_reference.hpp"
 
+namespace compressive_test {
+
 namespace {
 
 using abc::Index;
@@ -82,3 +84,5 @@ TEMPLATE_TEST_CASE("Compressive refuses more than n·c tokens", "[control][compr
   REQUIRE_THROWS_WITH(abc::control::Compressive<T>(abc::Slots{3}, 0), ABC_CONTAINS("abc::control::Compressive: ratio is 0, expected at least 1"));
   REQUIRE_THROWS_WITH(abc::control::Compressive<T>(abc::Slots{0}, 2), ABC_CONTAINS("slots is 0, expected at least 1"));
 }
+
+}  // namespace compressive_test

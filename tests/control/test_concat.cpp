@@ -21,6 +21,8 @@
 #include "support/reference.hpp"
 #include "support/schedule_reference.hpp"
 
+namespace concat_test {
+
 namespace {
 
 using abc::Index;
@@ -234,3 +236,5 @@ TEMPLATE_TEST_CASE("Concat passes input widths, non-causal forms and causal requ
   ref::require_same(out, fitted.forward(q, k, v));
   REQUIRE_THROWS_WITH(attn.forward_causal(q, k, v), ABC_CONTAINS("centroids.rows() is 0, expected at least 3"));
 }
+
+}  // namespace concat_test

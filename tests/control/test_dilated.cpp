@@ -10,6 +10,8 @@
 #include "support/reference.hpp"
 #include "support/schedule_reference.hpp"
 
+namespace dilated_test {
+
 namespace {
 
 using abc::Index;
@@ -81,3 +83,5 @@ TEMPLATE_TEST_CASE("Dilated with r = 1 is the sliding window", "[control][dilate
   REQUIRE_THROWS_WITH(abc::control::Dilated<T>(abc::Slots{4}, 0), ABC_CONTAINS("abc::control::Dilated: r is 0, expected at least 1"));
   REQUIRE_THROWS_WITH(abc::control::Dilated<T>(abc::Slots{0}, 2), ABC_CONTAINS("n is 0, expected at least 1"));
 }
+
+}  // namespace dilated_test

@@ -15,6 +15,8 @@
 #include "support/reference.hpp"
 #include "support/schedule_reference.hpp"
 
+namespace gated_test {
+
 namespace {
 
 using abc::Index;
@@ -217,3 +219,5 @@ TEMPLATE_TEST_CASE("Gated errors: input widths, gate values, capacity", "[contro
   REQUIRE_THROWS_WITH(attn.forward_causal(q, q, q), ABC_CONTAINS("is 6, expected at most 5"));
   REQUIRE_NOTHROW(attn.forward_causal(q.topRows(5), q.topRows(5), q.topRows(5)));
 }
+
+}  // namespace gated_test

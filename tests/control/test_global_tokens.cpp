@@ -9,6 +9,8 @@
 #include "support/reference.hpp"
 #include "support/schedule_reference.hpp"
 
+namespace global_tokens_test {
+
 namespace {
 
 using abc::Index;
@@ -94,3 +96,5 @@ TEST_CASE("GlobalTokens refuses empty, negative and repeated positions", "[contr
   REQUIRE(g.slot(5) == -1);
   REQUIRE(g.slot(100) == -1);
 }
+
+}  // namespace global_tokens_test

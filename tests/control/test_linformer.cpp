@@ -9,6 +9,8 @@
 #include "support/reference.hpp"
 #include "support/schedule_reference.hpp"
 
+namespace linformer_test {
+
 namespace {
 
 using abc::Index;
@@ -97,3 +99,5 @@ TEMPLATE_TEST_CASE("Linformer refuses more than N_max tokens", "[control][linfor
   REQUIRE_THROWS_WITH(abc::control::Linformer<T>(abc::Matrix<T>(0, 5)), ABC_CONTAINS("W_LF.rows() (slots) is 0"));
   REQUIRE_THROWS_WITH(abc::control::Linformer<T>(abc::Slots{3}, 0, abc::Seed{1}), ABC_CONTAINS("n_max is 0, expected at least 1"));
 }
+
+}  // namespace linformer_test

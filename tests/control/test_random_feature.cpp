@@ -19,6 +19,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace random_feature_test {
+
 namespace {
 
 using abc::Index;
@@ -441,3 +443,5 @@ TEMPLATE_TEST_CASE("RFA with unit inputs: zero, subnormal and huge rows give fin
       run(abc::feature::RandomFourier<T>(w));
   }
 }
+
+}  // namespace random_feature_test

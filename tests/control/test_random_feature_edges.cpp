@@ -23,6 +23,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace random_feature_edges_test {
+
 namespace {
 
 using abc::Index;
@@ -171,3 +173,5 @@ TEST_CASE("RFA gate near 1: the write keeps 1 - g from sigma(-s), as control::Ga
   CHECK(abc::detail::sigmoid_gate(T(20)).first == T(1));
   CHECK(abc::detail::sigmoid_gate(std::numeric_limits<T>::quiet_NaN()).first == T(0.5));
 }
+
+}  // namespace random_feature_edges_test

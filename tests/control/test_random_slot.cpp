@@ -12,6 +12,8 @@
 #include "support/reference.hpp"
 #include "support/schedule_reference.hpp"
 
+namespace random_slot_test {
+
 namespace {
 
 using abc::Index;
@@ -83,3 +85,5 @@ TEMPLATE_TEST_CASE("RandomSlot conserves mass: the memory rows sum to the keys (
   ref::require_close(abc::Matrix<T>(state.keys().colwise().sum()), total);
   REQUIRE_THROWS_WITH(abc::control::RandomSlot<T>(abc::Slots{0}, abc::Seed{1}), ABC_CONTAINS("abc::control::RandomSlot: n is 0, expected at least 1"));
 }
+
+}  // namespace random_slot_test

@@ -16,6 +16,8 @@
 #include "support/reference.hpp"
 #include "support/schedule_reference.hpp"
 
+namespace slot_gates_test {
+
 namespace {
 
 using abc::Index;
@@ -467,3 +469,5 @@ TEMPLATE_TEST_CASE("SlotGates configuration errors name the argument, the expect
   REQUIRE_THROWS_WITH(attn.forward(q, q, q), ABC_CONTAINS("k is [3 x 8], expected [3 x 5]"));
   REQUIRE_NOTHROW(attn.forward(q, q, q, ref::random<T>(3, 5, 2)));
 }
+
+}  // namespace slot_gates_test

@@ -14,6 +14,8 @@
 #include "support/reference.hpp"
 #include "support/schedule_reference.hpp"
 
+namespace top_k_eviction_test {
+
 namespace {
 
 using abc::Index;
@@ -124,3 +126,5 @@ TEST_CASE("TopKEviction refuses bad sizes and widths, naming the argument", "[tr
   // Positions are integers, so the cache has no capacity in tokens (no max_tokens()), in float too.
   REQUIRE_FALSE(abc::detail::has_max_tokens<C>::value);
 }
+
+}  // namespace top_k_eviction_test

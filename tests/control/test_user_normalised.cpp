@@ -12,6 +12,8 @@
 #include "support/reference.hpp"
 #include "support/schedule_reference.hpp"
 
+namespace user_normalised_test {
+
 namespace {
 
 using abc::Index;
@@ -94,3 +96,5 @@ TEMPLATE_TEST_CASE("a dense normalised control written from the contract matches
     }
   }
 }
+
+}  // namespace user_normalised_test

@@ -14,6 +14,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace arc_cosine_test {
+
 using abc::Index;
 
 TEST_CASE("the arc-cos map's mean kernel is ‖x‖‖y‖(sin θ + (π − θ) cos θ)/(2π); of the directions by default",
@@ -107,3 +109,5 @@ TEMPLATE_TEST_CASE("the arc-cos map reads x/‖x‖ by default and x with InputN
   REQUIRE(fr.row(1).isZero());
   REQUIRE((fu.bottomRows(4) - fr.bottomRows(4)).cwiseAbs().maxCoeff() > T(0.1));
 }
+
+}  // namespace arc_cosine_test

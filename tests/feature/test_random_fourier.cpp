@@ -15,6 +15,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace random_fourier_test {
+
 using abc::Index;
 
 TEMPLATE_TEST_CASE("the sin/cos map has unit norm for any input (oracle 16)", "[feature][random_fourier]", float, double) {
@@ -202,3 +204,5 @@ TEMPLATE_TEST_CASE("both random-feature maps give a row alone the features it ha
       }
     }
 }
+
+}  // namespace random_fourier_test

@@ -15,6 +15,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace bf16_test {
+
 namespace {
 
 using abc::Index;
@@ -218,3 +220,5 @@ TEST_CASE("the step's passes for a group of heads on a bfloat16 memory equal the
         for (std::size_t i = 0; i < rows.size(); ++i) REQUIRE(rows[i] == abc::kernel::to_bf16(rows_f[i]));
       }
 }
+
+}  // namespace bf16_test

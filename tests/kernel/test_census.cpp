@@ -11,6 +11,8 @@
 #include "support/batch_width.hpp"
 #include "support/catch.hpp"
 
+namespace census_test {
+
 namespace {
 
 using abc::Index;
@@ -86,3 +88,5 @@ TEMPLATE_TEST_CASE("kernel::add_census counts above, at and below a value and fi
       }
     }
 }
+
+}  // namespace census_test

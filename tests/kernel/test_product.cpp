@@ -11,6 +11,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace product_test {
+
 namespace {
 
 using abc::Index;
@@ -137,3 +139,5 @@ TEST_CASE("product_args reads Eigen blocks' strides: a transpose as A, a column-
   abc::kernel::product<false>(abc::kernel::product_args(a_t.transpose(), b_t.transpose(), c_from_transpose), 2.0);
   REQUIRE(c_from_transpose == c);
 }
+
+}  // namespace product_test

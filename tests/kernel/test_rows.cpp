@@ -18,6 +18,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace rows_test {
+
 namespace {
 
 using abc::Index;
@@ -745,3 +747,5 @@ TEMPLATE_TEST_CASE("sin_cos: sines and cosines of a row; arguments past 64π, ±
   abc::kernel::sin_cos(y.data(), 37, scale, y.data(), c.data());
   REQUIRE(std::vector<T>(y.begin(), y.begin() + 37) == s);
 }
+
+}  // namespace rows_test

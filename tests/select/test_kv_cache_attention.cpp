@@ -27,6 +27,8 @@
 #include "support/kv_cache_reference.hpp"
 #include "support/reference.hpp"
 
+namespace kv_cache_attention_test {
+
 namespace {
 
 using abc::Index;
@@ -467,3 +469,5 @@ TEMPLATE_TEST_CASE("an empty segment leaves a KV cache as it was", "[h2o][sinks]
   unchanged(abc::select::SinkAttention<T>(SinkConfig{2, 3}));
   unchanged(abc::select::SnapKvAttention<T>(SnapKvConfig{4, 2, 3, abc::select::Pooling::average, 2}));
 }
+
+}  // namespace kv_cache_attention_test

@@ -19,6 +19,8 @@
 #include "support/kv_cache_reference.hpp"
 #include "support/reference.hpp"
 
+namespace multi_head_cache_test {
+
 namespace {
 
 using abc::HeadTensor;
@@ -386,3 +388,5 @@ TEST_CASE("MultiHeadCache errors name the argument and change nothing", "[multi_
           where + "pool sequence 1 holds 2 states, expected 4 (the pool was filled by another MultiHeadCache)");
   REQUIRE_THROWS_WITH(pool.states(8), ABC_CONTAINS("abc::select::MultiHeadCache::Pool: sequence id 8 is not in the pool"));
 }
+
+}  // namespace multi_head_cache_test

@@ -16,6 +16,8 @@
 #include "support/kv_cache_reference.hpp"
 #include "support/reference.hpp"
 
+namespace rope_test {
+
 namespace {
 
 using abc::Index;
@@ -133,3 +135,5 @@ TEST_CASE("a cache's rope needs keys as wide as its turns", "[rope][errors]") {
                       ABC_CONTAINS("d is 6, expected at least 8 (the attention's rope turns that many entries)"));
   REQUIRE(loaded.capacity() == 0);
 }
+
+}  // namespace rope_test

@@ -14,6 +14,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace trams_attention_test {
+
 namespace {
 
 using abc::Index;
@@ -419,3 +421,5 @@ TEST_CASE("TRAMS refuses bad configurations and shapes, naming the argument", "[
                       ABC_CONTAINS("abc::select::KeyScore: kind is key_norm, expected a score of W_Q (KeyScore::norm() "
                                    "needs no W_Q)"));
 }
+
+}  // namespace trams_attention_test

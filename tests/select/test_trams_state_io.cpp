@@ -17,6 +17,8 @@
 #include "support/catch.hpp"
 #include "support/reference.hpp"
 
+namespace trams_state_io_test {
+
 namespace {
 
 using abc::Index;
@@ -274,3 +276,5 @@ TEST_CASE("select::save_state refuses a pool of another attention", "[trams][sta
   REQUIRE_THROWS_WITH(abc::select::save_state(attn, TramsAttention<float>::State{}),
                       ABC_CONTAINS("abc::select::save_state: state.capacity() is 0, expected 6"));
 }
+
+}  // namespace trams_state_io_test
