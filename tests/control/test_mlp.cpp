@@ -40,18 +40,17 @@ struct MlpRef {
   Activation act;
   Normalization norm;
 
-  // λ_iℓ = log α(w_ℓ · x_i) for tokens 0..t: computed once, read by every normaliser below.
-  ref::Mat lambdas(size_t t) const {
-    ref::Mat lam(t + 1, std::vector<double>(w.size()));
-    for (size_t i = 0; i <= t; ++i)
+  // λ_iℓ = log α(w_ℓ · x_i) for the first n_tok tokens: computed once a run, read by every φ.
+  ref::Mat lambdas(size_t n_tok) const {
+    ref::Mat lam(n_tok, std::vector<double>(w.size()));
+    for (size_t i = 0; i < n_tok; ++i)
       for (size_t l = 0; l < w.size(); ++l) lam[i][l] = log_alpha(ref::dot(w[l], x[i]), act);
     return lam;
   }
 
   // φ at time t (inclusive) for all tokens 0..t, and which slots hold mass.
-  ref::Mat phi(size_t t, std::vector<bool>& readable) const {
+  ref::Mat phi(const ref::Mat& lam, size_t t, std::vector<bool>& readable) const {
     const size_t n = w.size();
-    const ref::Mat lam = lambdas(t);
     ref::Mat p(t + 1, std::vector<double>(n, 0.0));
     readable.assign(n, false);
     // The maximum and the sum over λ_{0..upto, ℓ}; a maximum of -∞ means no mass yet.
@@ -82,14 +81,15 @@ struct MlpRef {
       MlpRef whole = *this;
       whole.norm = Normalization::prefix;
       std::vector<bool> readable;
-      const ref::Mat p = whole.phi(k.size() - 1, readable);
+      const ref::Mat p = whole.phi(lambdas(k.size()), k.size() - 1, readable);
       const ref::Mat km = ref::memory(p, k, k.size()), vm = ref::memory(p, v, v.size());
       for (const auto& qi : q) out.push_back(ref::read(qi, km, vm, readable, scale));
       return out;
     }
+    const ref::Mat lam = lambdas(q.size());
     for (size_t t = 0; t < q.size(); ++t) {
       std::vector<bool> readable;
-      const ref::Mat p = phi(t, readable);
+      const ref::Mat p = phi(lam, t, readable);
       out.push_back(ref::read(q[t], ref::memory(p, k, t + 1), ref::memory(p, v, t + 1), readable, scale));
     }
     return out;
