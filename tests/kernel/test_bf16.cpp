@@ -181,8 +181,9 @@ TEST_CASE("the step's row kernels on a bfloat16 memory equal them on the widened
 
 // Up to four query heads reading one bfloat16 memory share one pass over each matrix: the first
 // head's pass updates it, and every head reads the entries as updated in float, before they are
-// rounded. Scores and outputs equal one update pass and a read pass per other head over the
-// widened memory (which skip the rows they weigh 0), and the memory left equals that one, rounded.
+// rounded. Scores and outputs equal one update pass and, per other head, a read of the updated
+// rows in that pass's order (weighted_rows, which skips the rows it weighs 0) over the widened
+// memory, and the memory left equals that one, rounded.
 TEST_CASE("the step's passes for a group of heads on a bfloat16 memory equal them on the widened memory",
           "[kernel][bf16]") {
   using abc::kernel::Pass;
@@ -212,12 +213,24 @@ TEST_CASE("the step's passes for a group of heads on a bfloat16 memory equal the
         abc::kernel::rows_pass<Pass::update>(rows_f.data(), ldv, n, d, a, w, x, weights(0), out_f.row(0).data());
         for (Index g = 1; g < heads; ++g) {
           abc::kernel::columns_pass<Pass::read>(cols_f.data(), ldk, n, d, a, w, x, q(g), 0.5f, dots_f.row(g).data());
-          abc::kernel::rows_pass<Pass::read>(rows_f.data(), ldv, n, d, a, w, x, weights(g), out_f.row(g).data());
+          abc::kernel::weighted_rows(rows_f.data(), ldv, n, d, weights(g), out_f.row(g).data());
         }
         REQUIRE(dots == dots_f);
         REQUIRE(out == out_f);
         for (std::size_t i = 0; i < cols.size(); ++i) REQUIRE(cols[i] == abc::kernel::to_bf16(cols_f[i]));
         for (std::size_t i = 0; i < rows.size(); ++i) REQUIRE(rows[i] == abc::kernel::to_bf16(rows_f[i]));
+        // A pass that only reads (a one-hot write applied before it): each head reads as a read pass
+        // of its own over the widened memory, and the memory is left as it was.
+        const std::vector<bf16> kept = rows;
+        std::vector<float> widened(rows.size());
+        abc::kernel::decode_bf16(rows.data(), widened.data(), Index(rows.size()));
+        abc::Matrix<float> read(heads, d), read_f(heads, d);
+        abc::kernel::rows_pass_heads<Pass::read>(rows.data(), ldv, n, d, a, w, x, heads, weights,
+                                                 [&](Index g) { return read.row(g).data(); });
+        for (Index g = 0; g < heads; ++g)
+          abc::kernel::rows_pass<Pass::read>(widened.data(), ldv, n, d, a, w, x, weights(g), read_f.row(g).data());
+        REQUIRE(read == read_f);
+        REQUIRE(rows == kept);
       }
 }
 

@@ -317,6 +317,30 @@ void axpy_columns(const RowAt row_at, Index j0, Index n, const T* a, const T* w,
   }
   for (int c = 0; c < K; ++c) acc[c].store_unaligned(out + c * width);
 }
+
+// Columns [j0, j0 + K·width) of out = Σ_l p_l · row_l for a read-only pass over Ṽ, in two sets of
+// sums: even rows in `sum`, odd rows in `sum2`, added at the end. A read is one multiply-add per
+// batch and row, so with one set it waits on the chain of n dependent multiply-adds of each sum,
+// not on its loads; two halve the chain. Rows with p_l = 0 are not read.
+template <int K, class B, class T, class S>
+void read_columns(const S* rows, Index ld, Index j0, Index n, const T* p, T* out) noexcept {
+  constexpr Index width = Index(B::size);
+  B sum[K], sum2[K];  // two named arrays, not one of two: g++ then keeps both in registers
+  for (int c = 0; c < K; ++c) sum[c] = sum2[c] = B(T(0));
+  const auto add_row = [&](Index l, B* acc) {
+    if (p[l] == T(0)) return;
+    const S* row = rows + l * ld + j0;
+    const B pv(p[l]);
+    for (int c = 0; c < K; ++c) acc[c] = impl::fma(pv, load_batch<B>(row + c * width), acc[c]);
+  };
+  Index l = 0;
+  for (; l + 2 <= n; l += 2) {
+    add_row(l, sum);
+    add_row(l + 1, sum2);
+  }
+  if (l < n) add_row(l, sum);  // an odd count's last row
+  for (int c = 0; c < K; ++c) (sum[c] + sum2[c]).store_unaligned(out + c * width);
+}
 }  // namespace impl
 #endif
 
@@ -384,13 +408,27 @@ void columns_dot(S* cols, Index ld, Index n, Index d, const T* a, const T* w, co
 /// updated as P says (see Pass), and out = Σ_l p_l · row_l (overwritten). One pass over the rows,
 /// the output held in registers a column block at a time; the columns past the last full batch as
 /// columns_pass's slots. With Pass::read, rows with p_l = 0 are not read (an empty or fully masked
-/// slot costs nothing), and a, w and x are not read either.
+/// slot costs nothing), a, w and x are not read either, and the sums go by two sets (even and odd
+/// rows, impl::read_columns), so an updating pass and a read add the rows in different orders.
 template <Pass P, class T, class S>
 void rows_pass(S* rows, Index ld, Index n, Index dv, const T* a, const T* w, const T* x, const T* p,
                T* out) noexcept {
   if constexpr (P == Pass::read) {
     (void)a, (void)w, (void)x;
-    weighted_rows(static_cast<const S*>(rows), ld, n, dv, p, out);
+#ifdef ABC_NO_SIMD
+    scalar::weighted_rows(static_cast<const S*>(rows), ld, n, dv, p, out);
+#else
+    // Two sets of sums (impl::read_columns): not the order of weighted_rows or of an updating pass.
+    using B = batch<T>;
+    constexpr Index width = Index(B::size);
+    const S* r = rows;
+    Index j = 0;
+    for (; j + 4 * width <= dv; j += 4 * width) impl::read_columns<4, B>(r, ld, j, n, p, out + j);
+    j = impl::for_batches<B>(j, dv, [&](auto tag, Index at) {
+      impl::read_columns<1, typename decltype(tag)::type>(r, ld, at, n, p, out + at);
+    });
+    if (j < dv) scalar::weighted_rows(r + j, ld, n, dv - j, p, out + j);
+#endif
   } else {
 #ifdef ABC_NO_SIMD
     scalar::rows_axpy<true>(rows, ld, n, dv, a, w, x, p, out);
@@ -617,16 +655,22 @@ void columns_pass_heads(S* cols, Index ld, Index n, Index d, const T* a, const T
 
 /// rows_pass for the `heads` heads that read one memory: the first head's pass updates Ṽ as P
 /// says, and every head h forms out(h) = Σ_l p(h)_l · row_l over the updated rows, in the order a
-/// pass of its own would add them (the other heads, as rows_pass<Pass::read>, skip the rows they
-/// weigh 0). As columns_pass_heads, a memory in T is read again by each head, and one stored in
-/// another type (at most `max_shared_heads` heads) is passed over once, every head reading the
-/// entries as updated in T. p(h) and out(h) give each head's n weights and dv outputs.
+/// pass of its own would add them (the other heads skip the rows they weigh 0). With Pass::read
+/// every head takes a read pass of its own. Otherwise, as columns_pass_heads, a memory in T is read
+/// again by each other head (weighted_rows: the updating pass's order), and one stored in another
+/// type (at most `max_shared_heads` heads) is passed over once, every head reading the entries as
+/// updated in T. p(h) and out(h) give each head's n weights and dv outputs.
 template <Pass P, class T, class S, class WeightsOf, class OutOf>
 void rows_pass_heads(S* rows, Index ld, Index n, Index dv, const T* a, const T* w, const T* x, Index heads,
                      const WeightsOf& p, const OutOf& out) noexcept {
-  if constexpr (std::is_same<S, T>::value) {
+  if constexpr (P == Pass::read) {
+    // Every head only reads (the memory was written before the pass): each takes a read pass of
+    // its own, in a memory's own type or widened batch by batch.
+    for (Index g = 0; g < heads; ++g) rows_pass<Pass::read>(rows, ld, n, dv, a, w, x, p(g), out(g));
+  } else if constexpr (std::is_same<S, T>::value) {
+    // The other heads read the rows the first head's pass updated, summing them in its order.
     rows_pass<P>(rows, ld, n, dv, a, w, x, p(0), out(0));
-    for (Index g = 1; g < heads; ++g) rows_pass<Pass::read>(rows, ld, n, dv, a, w, x, p(g), out(g));
+    for (Index g = 1; g < heads; ++g) weighted_rows(static_cast<const S*>(rows), ld, n, dv, p(g), out(g));
   } else {
     ABC_ASSERT(heads >= 1 && heads <= max_shared_heads, "a memory stored in another type is read by at most four heads");
     if (heads == 1) return rows_pass<P>(rows, ld, n, dv, a, w, x, p(0), out(0));
