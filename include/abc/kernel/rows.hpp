@@ -421,13 +421,12 @@ void rows_pass(S* rows, Index ld, Index n, Index dv, const T* a, const T* w, con
     // Two sets of sums (impl::read_columns): not the order of weighted_rows or of an updating pass.
     using B = batch<T>;
     constexpr Index width = Index(B::size);
-    const S* r = rows;
     Index j = 0;
-    for (; j + 4 * width <= dv; j += 4 * width) impl::read_columns<4, B>(r, ld, j, n, p, out + j);
+    for (; j + 4 * width <= dv; j += 4 * width) impl::read_columns<4, B>(rows, ld, j, n, p, out + j);
     j = impl::for_batches<B>(j, dv, [&](auto tag, Index at) {
-      impl::read_columns<1, typename decltype(tag)::type>(r, ld, at, n, p, out + at);
+      impl::read_columns<1, typename decltype(tag)::type>(rows, ld, at, n, p, out + at);
     });
-    if (j < dv) scalar::weighted_rows(r + j, ld, n, dv - j, p, out + j);
+    if (j < dv) scalar::weighted_rows(static_cast<const S*>(rows) + j, ld, n, dv - j, p, out + j);
 #endif
   } else {
 #ifdef ABC_NO_SIMD
