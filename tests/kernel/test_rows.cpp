@@ -10,6 +10,7 @@
 #include <abc/kernel/sin_cos.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -543,7 +544,7 @@ TEMPLATE_TEST_CASE("softmax_slots matches a float64 softmax with NaN, ±∞ and 
   const Index w = width<T>();
   std::mt19937_64 rng(77);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
-  for (Index n : {Index(1), w - 1, w, w + 1, 3 * w + 5, Index(64), Index(100)}) {
+  for (Index n : {Index(1), w - 1, w, w + 1, 2 * w, 3 * w, 3 * w + 5, 4 * w, Index(64), Index(100)}) {
     if (n < 1) continue;
     for (int trial = 0; trial < 200; ++trial) {
       INFO("n = " << n << ", trial " << trial);
@@ -593,6 +594,58 @@ TEMPLATE_TEST_CASE("softmax_slots matches a float64 softmax with NaN, ±∞ and 
         REQUIRE(std::isfinite(p));
         if (want[std::size_t(l)] == 0.0 && !readable[std::size_t(l)]) REQUIRE(p == T(0));
         REQUIRE(std::abs(double(p) - want[std::size_t(l)]) <= tol<T>(n));
+      }
+    }
+  }
+}
+
+// A row of one to four full batches is kept in registers from the NaN check to the division; it
+// must give the bits of the passes every other row takes (clean_max, exp_sum, a division per
+// slot), so that a memory of 64 slots reads the same whichever path a build's batch width puts it
+// on. Rows with NaN, −∞ and masked slots, and rows whose max is −∞ or +∞.
+TEMPLATE_TEST_CASE("softmax_slots: a row held in registers gives the bits of the general passes", "[kernel][exp_sum]",
+                   float, double) {
+  using T = TestType;
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  const Index w = width<T>();
+  std::mt19937_64 rng(91);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (Index n : {w, 2 * w, 3 * w, 4 * w}) {
+    for (int trial = 0; trial < 300; ++trial) {
+      INFO("n = " << n << ", trial " << trial);
+      std::vector<T> logits(static_cast<std::size_t>(n));
+      std::vector<std::uint8_t> written(static_cast<std::size_t>(n));
+      for (Index l = 0; l < n; ++l) {
+        const double u = unit(rng);
+        T x = T(80.0 * unit(rng) - 40.0);
+        if (u < 0.08) x = std::numeric_limits<T>::quiet_NaN();
+        else if (u < 0.12 || trial % 50 == 1) x = -inf;  // every 50th row has no readable slot
+        else if (u < 0.13 && trial % 5 == 0) x = inf;
+        logits[std::size_t(l)] = x;
+        written[std::size_t(l)] = unit(rng) < 0.85 ? 1 : 0;
+      }
+      const bool mask = trial % 3 != 0;
+      // The general passes, by hand, after the same masking.
+      std::vector<T> want = logits;
+      for (Index l = 0; l < n; ++l)
+        if (mask && !written[std::size_t(l)]) want[std::size_t(l)] = -inf;
+      const T m = abc::kernel::impl::clean_max(want.data(), n);
+      if (m == -inf) {
+        std::fill(want.begin(), want.end(), T(0));
+      } else if (m == inf) {
+        T count = 0;
+        for (T x : want) count += x == inf ? T(1) : T(0);
+        for (T& x : want) x = x == inf ? T(1) / count : T(0);
+      } else {
+        const T sum = abc::kernel::exp_sum(want.data(), n, m);
+        for (T& x : want) x /= sum;
+      }
+      auto got = logits;
+      REQUIRE(abc::kernel::softmax_slots(got.data(), n, written.data(), mask, abc::kernel::SlotRange{0, n}) ==
+              (m != -inf));
+      for (Index l = 0; l < n; ++l) {
+        INFO("slot " << l << ", logit " << logits[std::size_t(l)]);
+        REQUIRE(std::memcmp(&got[std::size_t(l)], &want[std::size_t(l)], sizeof(T)) == 0);
       }
     }
   }

@@ -12,6 +12,22 @@
 ABC_NAMESPACE_BEGIN
 namespace kernel {
 
+#ifndef ABC_NO_SIMD
+namespace impl {
+// exp(x − shift) for one batch of entries ≤ shift or −∞, 0 below log of the smallest normal (see
+// exp_sum): the one formula of exp_sum and of softmax_slots' registers-only row, so both give the
+// same bits.
+template <class B, class T>
+ABC_FORCE_INLINE B exp_shifted(const B& x, T shift) noexcept {
+  const B e = x - B(shift), lo(scalar::log_min_normal<T>());
+  const auto live = e >= lo;
+  // exp's argument is kept ≥ lo: xsimd converts round(e · log2 e) to an integer before its own
+  // range select, which for −∞ is undefined behaviour (UBSan: float-cast-overflow).
+  return xsimd::select(live, xsimd::exp(xsimd::select(live, e, lo)), B(T(0)));
+}
+}  // namespace impl
+#endif
+
 /**
  * \brief x ← exp(x − shift) in place over n entries, returning their sum: the exponentials of a
  * softmax row whose largest entry is `shift` (every exponent ≤ 0, so nothing overflows).
@@ -32,11 +48,7 @@ T exp_sum(T* x, Index n, T shift) noexcept {
 #else
   const auto exps = [&](auto tag, Index l) {
     using B = typename decltype(tag)::type;
-    const B e = B::load_unaligned(x + l) - B(shift), lo(scalar::log_min_normal<T>());
-    const auto live = e >= lo;
-    // exp's argument is kept ≥ lo: xsimd converts round(e · log2 e) to an integer before its own
-    // range select, which for −∞ is undefined behaviour (UBSan: float-cast-overflow).
-    const B r = xsimd::select(live, xsimd::exp(xsimd::select(live, e, lo)), B(T(0)));
+    const B r = impl::exp_shifted(B::load_unaligned(x + l), shift);
     r.store_unaligned(x + l);
     return r;
   };

@@ -53,6 +53,58 @@ T clean_max(T* x, Index n) noexcept {
   }
   return m;
 }
+
+#ifndef ABC_NO_SIMD
+// softmax_slots' NaN check, max, exponentials and division for a row of NB full batches, the row
+// held in registers throughout, where the general path stores the row after each of its three
+// passes and loads it back: per token of a long call, those loads and stores are a part of the
+// work worth saving (bench/README.md, round sixteen). The operations of clean_max, exp_sum (impl::exp_shifted) and the division, in their order, so the
+// same bits. Returns false, with the cleaned row stored and its max in m, when the max is ±∞.
+template <int NB, class B, class T>
+bool softmax_batches(T* x, T& m) noexcept {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  constexpr Index width = Index(B::size);
+  const B none(-inf);
+  B v[NB];
+  B mv = none;
+  for (int i = 0; i < NB; ++i) {
+    const B u = B::load_unaligned(x + i * width);
+    v[i] = xsimd::select(u == u, u, none);  // as clean_max
+    mv = xsimd::max(mv, v[i]);
+  }
+  m = impl::hmax(mv);
+  if (m == -inf || m == inf) {
+    for (int i = 0; i < NB; ++i) v[i].store_unaligned(x + i * width);
+    return false;
+  }
+  B acc(T(0));
+  for (int i = 0; i < NB; ++i) {
+    v[i] = exp_shifted(v[i], m);
+    acc += v[i];
+  }
+  const B sum(impl::hsum(acc));  // ≥ 1: the max entry contributes exp(0)
+  for (int i = 0; i < NB; ++i) (v[i] / sum).store_unaligned(x + i * width);
+  return true;
+}
+
+// softmax_batches where the row is one to four full batches (n = 64 floats with AVX-512); otherwise
+// only the NaN check and max (clean_max). Returns true when the row is done.
+template <class T>
+bool softmax_in_registers(T* x, Index n, T& m) noexcept {
+  using B = batch<T>;
+  constexpr Index width = Index(B::size);
+  if (n < width || n % width != 0 || n > 4 * width) {
+    m = clean_max(x, n);
+    return false;
+  }
+  switch (n / width) {
+    case 1: return softmax_batches<1, B>(x, m);
+    case 2: return softmax_batches<2, B>(x, m);
+    case 3: return softmax_batches<3, B>(x, m);
+    default: return softmax_batches<4, B>(x, m);
+  }
+}
+#endif
 }  // namespace impl
 
 // In place: logits → probabilities over the readable slots (those in `range`'s one or two ranges,
@@ -76,7 +128,12 @@ bool softmax_slots(T* logits, Index n, const std::uint8_t* written, bool mask, S
     if (mask)
       for (Index l = range.lo, hi = range.hi; l < hi; ++l) logits[l] = written[l] != 0 ? logits[l] : -inf;
   }
+#ifdef ABC_NO_SIMD
   const T m = impl::clean_max(logits, n);
+#else
+  T m = T(0);
+  if (impl::softmax_in_registers(logits, n, m)) return true;
+#endif
   if (m == -inf) {
     std::fill(logits, logits + n, T(0));
     return false;
