@@ -43,6 +43,24 @@ std::vector<T> data(Index n, std::uint64_t seed) {
   return std::vector<T>(m.data(), m.data() + n + 1);
 }
 
+// Scores for the slot softmax tests, drawn from `rng`: NaN, −∞, ±1e30 and (every fourth trial) +∞
+// scattered at random among finite scores, and a fifth of the slots unwritten.
+template <class T>
+void scattered_scores(std::mt19937_64& rng, int trial, std::vector<T>& logits, std::vector<std::uint8_t>& written) {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (std::size_t l = 0; l < logits.size(); ++l) {
+    const double u = unit(rng);
+    T x = T(60.0 * unit(rng) - 30.0);
+    if (u < 0.10) x = std::numeric_limits<T>::quiet_NaN();
+    else if (u < 0.14) x = -inf;
+    else if (u < 0.15 && trial % 4 == 0) x = inf;
+    else if (u < 0.18) x = T(unit(rng) < 0.5 ? -1e30 : 1e30);
+    logits[l] = x;
+    written[l] = unit(rng) < 0.8 ? 1 : 0;
+  }
+}
+
 template <class T>
 double tol(Index n) {
   return (std::is_same<T, float>::value ? 1e-6 : 1e-14) * double(std::max<Index>(n, 1));
@@ -540,7 +558,6 @@ TEMPLATE_TEST_CASE("softmax_slots: a NaN logit takes no mass and hides no larger
 TEMPLATE_TEST_CASE("softmax_slots matches a float64 softmax with NaN, ±∞ and masks anywhere", "[kernel][exp_sum]",
                    float, double) {
   using T = TestType;
-  constexpr T inf = std::numeric_limits<T>::infinity();
   const Index w = width<T>();
   std::mt19937_64 rng(77);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -550,16 +567,7 @@ TEMPLATE_TEST_CASE("softmax_slots matches a float64 softmax with NaN, ±∞ and 
       INFO("n = " << n << ", trial " << trial);
       std::vector<T> logits(static_cast<std::size_t>(n));
       std::vector<std::uint8_t> written(static_cast<std::size_t>(n));
-      for (Index l = 0; l < n; ++l) {
-        const double u = unit(rng);
-        T x = T(60.0 * unit(rng) - 30.0);
-        if (u < 0.10) x = std::numeric_limits<T>::quiet_NaN();
-        else if (u < 0.14) x = -inf;
-        else if (u < 0.15 && trial % 4 == 0) x = inf;
-        else if (u < 0.18) x = T(unit(rng) < 0.5 ? -1e30 : 1e30);
-        logits[std::size_t(l)] = x;
-        written[std::size_t(l)] = unit(rng) < 0.8 ? 1 : 0;
-      }
+      scattered_scores(rng, trial, logits, written);
       const bool mask = trial % 2 == 0;
       const Index lo = Index(unit(rng) * double(n) / 3), hi = std::max(lo + 1, n - Index(unit(rng) * double(n) / 3));
       const abc::kernel::SlotRange range{lo, hi};
@@ -609,21 +617,13 @@ TEMPLATE_TEST_CASE("softmax_slots: a row held in registers gives the bits of the
   constexpr T inf = std::numeric_limits<T>::infinity();
   const Index w = width<T>();
   std::mt19937_64 rng(91);
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
   for (Index n : {w, 2 * w, 3 * w, 4 * w}) {
     for (int trial = 0; trial < 300; ++trial) {
       INFO("n = " << n << ", trial " << trial);
       std::vector<T> logits(static_cast<std::size_t>(n));
       std::vector<std::uint8_t> written(static_cast<std::size_t>(n));
-      for (Index l = 0; l < n; ++l) {
-        const double u = unit(rng);
-        T x = T(80.0 * unit(rng) - 40.0);
-        if (u < 0.08) x = std::numeric_limits<T>::quiet_NaN();
-        else if (u < 0.12 || trial % 50 == 1) x = -inf;  // every 50th row has no readable slot
-        else if (u < 0.13 && trial % 5 == 0) x = inf;
-        logits[std::size_t(l)] = x;
-        written[std::size_t(l)] = unit(rng) < 0.85 ? 1 : 0;
-      }
+      scattered_scores(rng, trial, logits, written);
+      if (trial % 50 == 1) std::fill(logits.begin(), logits.end(), -inf);  // no readable slot
       const bool mask = trial % 3 != 0;
       // The general passes, by hand, after the same masking.
       std::vector<T> want = logits;

@@ -22,6 +22,16 @@ struct SlotRange {
 };
 
 namespace impl {
+#ifndef ABC_NO_SIMD
+// One batch of scores with NaN → −∞. v == v, not v != v: xsimd 8.1's AVX and AVX-512 != is the
+// ordered comparison, false for NaN, which left NaN in place and let a max replace a lane's larger
+// entry by it.
+template <class B>
+ABC_FORCE_INLINE B clean_batch(const B& v) noexcept {
+  return xsimd::select(v == v, v, B(-std::numeric_limits<typename B::value_type>::infinity()));
+}
+#endif
+
 // NaN → −∞ in place over n entries, returning the largest entry (−∞ when there is none). A score
 // that is not a number can only come from finite inputs overflowing (+∞ − ∞ in q·k): it takes no
 // mass, rather than spreading NaN into the read. One pass instead of a select and a reduction.
@@ -37,10 +47,7 @@ T clean_max(T* x, Index n) noexcept {
     const B none(ninf);
     B mv = none;
     for (; l + width <= n; l += width) {
-      const B v = B::load_unaligned(x + l);
-      // v == v, not v != v: xsimd 8.1's AVX and AVX-512 != is the ordered comparison, false for
-      // NaN, which left NaN in place and let the max below replace a lane's larger entry by it.
-      const B c = xsimd::select(v == v, v, none);
+      const B c = clean_batch(B::load_unaligned(x + l));
       c.store_unaligned(x + l);
       mv = xsimd::max(mv, c);
     }
@@ -58,8 +65,9 @@ T clean_max(T* x, Index n) noexcept {
 // softmax_slots' NaN check, max, exponentials and division for a row of NB full batches, the row
 // held in registers throughout, where the general path stores the row after each of its three
 // passes and loads it back: per token of a long call, those loads and stores are a part of the
-// work worth saving (bench/README.md, round sixteen). The operations of clean_max, exp_sum (impl::exp_shifted) and the division, in their order, so the
-// same bits. Returns false, with the cleaned row stored and its max in m, when the max is ±∞.
+// work worth saving (bench/README.md, round sixteen). The operations of clean_max (clean_batch),
+// exp_sum (exp_shifted) and the division, in their order, so the same bits. Returns false, with
+// the cleaned row stored and its max in m, when the max is ±∞.
 template <int NB, class B, class T>
 bool softmax_batches(T* x, T& m) noexcept {
   constexpr T inf = std::numeric_limits<T>::infinity();
@@ -68,8 +76,7 @@ bool softmax_batches(T* x, T& m) noexcept {
   B v[NB];
   B mv = none;
   for (int i = 0; i < NB; ++i) {
-    const B u = B::load_unaligned(x + i * width);
-    v[i] = xsimd::select(u == u, u, none);  // as clean_max
+    v[i] = clean_batch(B::load_unaligned(x + i * width));
     mv = xsimd::max(mv, v[i]);
   }
   m = impl::hmax(mv);
