@@ -56,6 +56,12 @@
 //                                     // schedule of given logits. Multi-head calls with one control
 //                                     // input shared by all heads then form every head's logits as
 //                                     // one product (ABC-MLP's W_φ)
+//   void block_weights(Index t0, MatrixRef<T> x, bool projected, MatrixOut<T> slot_state,
+//                      MatrixOut<T> eff, T* dcum) const;  // dense, non-causal memory build: the
+//                                     // weights of a block of tokens at its end and what it
+//                                     // leaves of the memory before it (what suffix_weights folds
+//                                     // from the schedule), formed at once; `projected`: x holds
+//                                     // the logits x Wᵀ, as for schedule_projected
 //   static constexpr bool stores_tokens;  // sparse: true when each write stores one token as it is,
 //                                     // alone in its slot, and no per-slot state depends on the
 //                                     // writes; lets Concat count a token once (default: false)
@@ -208,6 +214,15 @@ struct has_input_projection<
                        std::declval<MatrixOut<typename C::scalar_type>>(),
                        std::declval<MatrixOut<typename C::scalar_type>>(),
                        std::declval<MatrixOut<typename C::scalar_type>>()))>> : std::true_type {};
+
+template <class C, class = void>
+struct has_block_weights : std::false_type {};
+template <class C>
+struct has_block_weights<
+    C, std::void_t<decltype(std::declval<const C&>().block_weights(
+           Index{}, std::declval<MatrixRef<typename C::scalar_type>>(), bool{},
+           std::declval<MatrixOut<typename C::scalar_type>>(), std::declval<MatrixOut<typename C::scalar_type>>(),
+           std::declval<typename C::scalar_type*>()))>> : std::true_type {};
 
 template <class C, class = void>
 struct has_read_range : std::false_type {};

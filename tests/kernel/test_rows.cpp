@@ -275,6 +275,72 @@ TEMPLATE_TEST_CASE("online_normalise matches the scalar oracle, including −∞
     }
 }
 
+// block_normalise against its definition in float64: the block's tokens through the per-slot
+// running softmax one at a time (m' = max(m, λ), z' = e^{m−m'} z + e^{λ−m'}), then each token's
+// weight in the memory at the block's end, e^{λ_i − m_end} / z_end, and what the block leaves of the
+// memory before it, e^{m_start − m_end} z_start / z_end. Three blocks in a row, so later blocks start
+// from a state with mass; −∞ entries, a slot with no mass in a block, extreme log-weights (whose
+// weights underflow to 0) and slots past the last full batch.
+TEMPLATE_TEST_CASE("block_normalise matches the token-by-token running softmax in float64",
+                   "[kernel][online_normalise]", float, double) {
+  using T = TestType;
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  constexpr double eps = std::numeric_limits<T>::epsilon(), inf64 = std::numeric_limits<double>::infinity();
+  for (Index n : lengths<T>())
+    for (Index c : {1, 2, 7, 16, 33}) {
+      INFO("n = " << n << ", c = " << c);
+      std::vector<T> m(std::size_t(n), -inf), z(std::size_t(n), T(0)), dcum(std::size_t(n), T(0));
+      std::vector<double> m_ref(std::size_t(n), -inf64), z_ref(std::size_t(n), 0.0);
+      for (int block = 0; block < 3; ++block) {
+        std::vector<T> lam(std::size_t(c * n));
+        for (Index i = 0; i < c; ++i) {
+          const auto row = data<T>(n, 100 + std::uint64_t(block * 64 + i));
+          for (Index l = 0; l < n; ++l) {
+            T x = T(8) * row[std::size_t(l)];
+            if ((l + i + block) % 5 == 0) x = -inf;            // no mass (a relu zero)
+            if ((l + 2 * i + block) % 11 == 3) x *= T(1e4);     // weights that underflow beside it
+            if (l % 13 == 4 && block == 1) x = -inf;            // a slot with no mass in this block
+            lam[std::size_t(i * n + l)] = x;
+          }
+        }
+        const std::vector<T> lam_in = lam;
+        std::vector<double> m_start = m_ref, z_start = z_ref;
+        for (Index i = 0; i < c; ++i)
+          for (Index l = 0; l < n; ++l) {
+            const double x = double(lam_in[std::size_t(i * n + l)]);
+            const std::size_t s = std::size_t(l);
+            const double top = std::max(m_ref[s], x);
+            if (top == -inf64) continue;
+            z_ref[s] = (m_ref[s] == -inf64 ? 0.0 : std::exp(m_ref[s] - top) * z_ref[s]) +
+                       (x == -inf64 ? 0.0 : std::exp(x - top));
+            m_ref[s] = top;
+          }
+        abc::kernel::block_normalise(lam.data(), c, n, m.data(), z.data(), dcum.data());
+        for (Index l = 0; l < n; ++l) {
+          const std::size_t s = std::size_t(l);
+          INFO("block " << block << ", slot " << l);
+          REQUIRE(double(m[s]) == m_ref[s]);  // a max is exact
+          REQUIRE(std::abs(double(z[s]) - z_ref[s]) <= 4 * double(c + 2) * eps * std::max(1.0, z_ref[s]));
+          if (m_ref[s] == -inf64) {  // no mass yet: nothing moves
+            REQUIRE(dcum[s] == T(1));
+            REQUIRE(z[s] == T(0));
+          } else {
+            const double d_ref = m_start[s] == -inf64 ? 0.0 : std::exp(m_start[s] - m_ref[s]) * z_start[s] / z_ref[s];
+            REQUIRE(std::abs(double(dcum[s]) - d_ref) <= 4 * double(c + 4) * eps);
+          }
+          for (Index i = 0; i < c; ++i) {
+            const double x = double(lam_in[std::size_t(i * n + l)]);
+            const double e_ref = x == -inf64 ? 0.0 : std::exp(x - m_ref[s]) / z_ref[s];
+            const T e = lam[std::size_t(i * n + l)];
+            REQUIRE(e >= T(0));
+            REQUIRE(std::abs(double(e) - e_ref) <= 4 * double(c + 4) * eps);
+            if (x == -inf) REQUIRE(e == T(0));
+          }
+        }
+      }
+    }
+}
+
 // scale_rows / rows_dot: the chunked causal kernel's per-token passes over the chunk's weights (rows
 // of n slots at a stride past n: the padding must stay untouched). rows_dot takes four rows at a time.
 TEMPLATE_TEST_CASE("scale_rows and rows_dot match the scalar oracle and their definitions", "[kernel][rows]", float,

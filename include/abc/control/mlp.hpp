@@ -128,6 +128,25 @@ class Mlp {
     weights_from_logits(slot_state, decay, write);
   }
 
+  /// The non-causal build's weights for a block of tokens at once (kernel::block_normalise): the
+  /// logits of x (x itself when `projected`) → log α, then the prefix normaliser over the block, so
+  /// `eff` [rows × n] holds each token's weight in the memory at the block's end and `dcum` [n] what
+  /// the block leaves of the memory before it. Equal to schedule() folded by the build's suffix
+  /// product in exact arithmetic, with one exponential per weight and no decay per token. Prefix
+  /// normalisation only (the non-causal form's).
+  void block_weights(Index /*t0*/, MatrixRef<Scalar> x, bool projected, MatrixOut<Scalar> slot_state,
+                     MatrixOut<Scalar> eff, Scalar* dcum) const {
+    ABC_ASSERT(normalization_ == Normalization::prefix, "Mlp::block_weights: the non-causal form's normalisation");
+    ABC_ASSERT(eff.outerStride() == eff.cols(), "Mlp::block_weights: contiguous rows");
+    if (projected)
+      eff = x;
+    else
+      detail::project(x, w_, w_t_, eff);
+    to_log_weight(eff);
+    kernel::block_normalise(eff.data(), eff.rows(), num_slots(), slot_state.row(0).data(), slot_state.row(1).data(),
+                            dcum);
+  }
+
   /// The gradient with respect to the control's parameters.
   struct Gradient {
     /// ∂L/∂W_φ, [n × d_x].

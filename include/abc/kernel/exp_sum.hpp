@@ -15,10 +15,11 @@ namespace kernel {
 #ifndef ABC_NO_SIMD
 namespace impl {
 // exp(x − shift) for one batch of entries ≤ shift or −∞, 0 below log of the smallest normal (see
-// exp_sum): the one formula of exp_sum and of softmax_slots' registers-only row, so both give the
-// same bits.
-template <class B, class T>
-ABC_FORCE_INLINE B exp_shifted(const B& x, T shift) noexcept {
+// exp_sum): the one formula of exp_sum, of softmax_slots' registers-only row and of
+// block_normalise, so they give the same bits. `shift` is one number or a batch (one per lane).
+template <class B, class S>
+ABC_FORCE_INLINE B exp_shifted(const B& x, const S& shift) noexcept {
+  using T = typename B::value_type;
   const B e = x - B(shift), lo(scalar::log_min_normal<T>());
   const auto live = e >= lo;
   // exp's argument is kept ≥ lo: xsimd converts round(e · log2 e) to an integer before its own

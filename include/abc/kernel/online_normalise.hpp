@@ -2,9 +2,12 @@
 // abc: bounded-memory attention. kernel::online_normalise, one token of a per-slot online softmax.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "../types.hpp"
+#include "exp_sum.hpp"
 #include "scalar.hpp"
 #include "simd.hpp"
 
@@ -62,6 +65,77 @@ void online_normalise(const T* lam, T* m, T* z, T* decay, T* write, Index n, boo
   // the same path for a given n, so step, chunked and split runs compute it identically.
   scalar::online_normalise(lam + l, m + l, z + l, decay + l, write + l, n - l, prefix);
 #endif
+}
+
+/**
+ * \brief A block of c tokens of the per-slot running softmax at once, for a memory that is read only
+ * at the block's end (the non-causal build): the weights online_normalise would give, as
+ * suffix_weights would fold them, without a decay per token.
+ *
+ * For each slot ℓ, with the block's log-weights λ_i (row i of `lam`, [c × n], −∞ for no mass):
+ *     m' = max(m, max_i λ_i),  u_i = exp(λ_i − m'),  z' = exp(m − m') z + Σ_i u_i,
+ *     eff_i = u_i / z'  (into `lam`),  dcum = exp(m − m') z / z',
+ * each division a multiply by the slot's 1/z' (one rounding more, c divisions fewer), so that the memory advances as diag(dcum) memory + Σ_i eff_i ⊗ k_i, the prefix-normalised
+ * memory of the block's last token. Every exponent is ≤ 0. A slot whose m' is −∞ (no mass before
+ * or in the block) keeps m and z, with dcum 1 and zero weights; otherwise z' ≥ 1 (the largest
+ * entry contributes exp(0)), so no division is by 0. Exponents below log of the smallest normal give
+ * 0 (kernel::exp_sum's rule). Equal to the token-by-token form in exact arithmetic; the rounding
+ * differs (one exponential per weight and one normaliser per block, not per token).
+ *
+ * \param lam [c × n] row-major, in: log-weights (finite or −∞), out: the weights at the block's end;
+ * \param m [n] in/out, \param z [n] in/out, \param dcum [n] out
+ */
+template <class T>
+void block_normalise(T* lam, Index c, Index n, T* m, T* z, T* dcum) noexcept {
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+#ifndef ABC_NO_SIMD
+  // A batch of slots down the block's rows: every operation is lane-wise, no horizontal sum.
+  const auto slots = [&](auto tag, Index l) {
+    using B = typename decltype(tag)::type;
+    const B mv = B::load_unaligned(m + l), zv = B::load_unaligned(z + l);
+    B top = mv;
+    for (Index i = 0; i < c; ++i) top = xsimd::max(top, B::load_unaligned(lam + i * n + l));
+    const auto live = top > B(ninf);
+    // Dead lanes shift by 0 (their entries are all −∞ and give 0): no −∞ − (−∞).
+    const B shift = xsimd::select(live, top, B(T(0)));
+    B sum(T(0));
+    for (Index i = 0; i < c; ++i) {
+      const B u = impl::exp_shifted(B::load_unaligned(lam + i * n + l), shift);
+      u.store_unaligned(lam + i * n + l);
+      sum += u;
+    }
+    const B keep = xsimd::select(live, impl::exp_shifted(mv, shift), B(T(1)));  // exp(−∞) = 0
+    const B z_new = xsimd::select(live, impl::fma(keep, zv, sum), zv);
+    const B r = B(T(1)) / xsimd::select(live, z_new, B(T(1)));
+    for (Index i = 0; i < c; ++i) (B::load_unaligned(lam + i * n + l) * r).store_unaligned(lam + i * n + l);
+    xsimd::select(live, keep * zv * r, B(T(1))).store_unaligned(dcum + l);
+    xsimd::select(live, top, mv).store_unaligned(m + l);
+    z_new.store_unaligned(z + l);
+  };
+  const Index l0 = impl::for_batches<batch<T>>(0, n, slots);
+#else
+  const Index l0 = 0;
+#endif
+  constexpr T lo = scalar::log_min_normal<T>();
+  for (Index l = l0; l < n; ++l) {
+    T top = m[l];
+    for (Index i = 0; i < c; ++i) top = std::max(top, lam[i * n + l]);
+    if (!(top > ninf)) {  // no mass: zero weights, and the memory stays
+      for (Index i = 0; i < c; ++i) lam[i * n + l] = T(0);
+      dcum[l] = T(1);
+      continue;
+    }
+    const auto ex = [&](T x) { return x - top >= lo ? std::exp(x - top) : T(0); };
+    T sum = T(0);
+    for (Index i = 0; i < c; ++i) sum += lam[i * n + l] = ex(lam[i * n + l]);
+    const T keep = ex(m[l]);
+    const T z_new = scalar::mul_add(keep, z[l], sum);
+    const T r = T(1) / z_new;
+    for (Index i = 0; i < c; ++i) lam[i * n + l] *= r;
+    dcum[l] = keep * z[l] * r;
+    m[l] = top;
+    z[l] = z_new;
+  }
 }
 
 }  // namespace kernel

@@ -181,8 +181,20 @@ class SoftmaxEngine {
       ChunkWorkspace<T> ws(chunk, control_.num_slots(), 0);
       for (Index t0 = 0; t0 < n_keys; t0 += chunk) {
         const Index c = std::min(chunk, n_keys - t0);
-        fill(ctl, t0, c, input.middleRows(t0, c), projected, s, ws);
-        advance_chunk<T>(view(s), ws, c, has_decay, k.middleRows(t0, c), v.middleRows(t0, c));
+        if constexpr (detail::has_block_weights<Control>::value) {
+          // The block's weights at its end at once, without a decay per token (the memory is read
+          // only when it is finished).
+          ctl.block_weights(t0, input.middleRows(t0, c), projected, Access::slot_state(s), ws.eff.topRows(c),
+                            ws.dcum.data());
+          // The marks of the block as one update (decay dcum, then each token's weight): a slot is
+          // written when a weight in it is nonzero, or when it was and the block does not reset it.
+          mark_written<T>(true, ws.dcum, ws.eff.row(0), Access::written(s));
+          for (Index i = 1; i < c; ++i) mark_written<T>(false, ws.eff.row(i), ws.eff.row(i), Access::written(s));
+          add_chunk<T>(view(s), ws.eff.topRows(c), ws.dcum.data(), k.middleRows(t0, c), v.middleRows(t0, c));
+        } else {
+          fill(ctl, t0, c, input.middleRows(t0, c), projected, s, ws);
+          advance_chunk<T>(view(s), ws, c, has_decay, k.middleRows(t0, c), v.middleRows(t0, c));
+        }
       }
     }
   }
