@@ -787,6 +787,29 @@ TEMPLATE_TEST_CASE("finite_residue is zero for finite entries and NaN for any Na
   }
 }
 
+TEMPLATE_TEST_CASE("saturate: NaN gives −∞, everything else is clamped to the finite range, bit for bit",
+                   "[kernel][finite]", float, double) {
+  using T = TestType;
+  using lim = std::numeric_limits<T>;
+  const T specials[] = {lim::quiet_NaN(), lim::infinity(), -lim::infinity(), lim::max(), -lim::max(),
+                        lim::denorm_min(), -lim::denorm_min(), T(0), -T(0), lim::min()};
+  for (Index n : lengths<T>()) {
+    INFO("n = " << n);
+    std::vector<T> x = data<T>(n, 49);
+    for (Index j = 0; j <= n; ++j)  // every special at every place, among ordinary values
+      if (j % 2 == 0) x[std::size_t(j)] = specials[std::size_t(j / 2) % std::size(specials)];
+    std::vector<T> want = x;
+    for (Index j = 1; j <= n; ++j) {  // the definition
+      T& w = want[std::size_t(j)];
+      if (std::isnan(w)) w = -lim::infinity();
+      else if (w > lim::max()) w = lim::max();
+      else if (w < -lim::max()) w = -lim::max();
+    }
+    abc::kernel::saturate(x.data() + 1, n);  // unaligned; entry 0 is outside the range
+    REQUIRE(std::memcmp(x.data(), want.data(), x.size() * sizeof(T)) == 0);
+  }
+}
+
 TEMPLATE_TEST_CASE("max_magnitude is the largest |x_j|, and NaN for any NaN or infinity, at every place",
                    "[kernel][finite]", float, double) {
   using T = TestType;

@@ -13,6 +13,7 @@
 #include "../detail/control_check.hpp"
 #include "../detail/random.hpp"
 #include "../detail/project.hpp"
+#include "../kernel/finite.hpp"
 #include "../kernel/online_normalise.hpp"
 #include "../schedule_tape.hpp"
 #include "../seed.hpp"
@@ -235,13 +236,13 @@ class Mlp {
 
   // Logits → log α in place, for the activation; −∞ where α = 0. Finite inputs can still overflow
   // W_φ x (keys near the type's limit): logits saturate to the finite range, and a logit that is
-  // not a number (+∞ − ∞ inside the product) carries no mass, so the state never holds a NaN.
+  // not a number (+∞ − ∞ inside the product) carries no mass, so the state never holds a NaN
+  // (kernel::saturate).
   //
   // Row by row: Eigen's vectorised log and exp differ from its scalar tail in the last bit, and a
   // row of n logits puts slot ℓ in the same path every time, so step, chunked and split runs give
   // the same weights bit for bit (a c × n block would put slot ℓ of token t in either path).
   void to_log_weight(MatrixOut<Scalar>& logits) const {
-    constexpr Scalar big = std::numeric_limits<Scalar>::max();
     constexpr Scalar tiny = std::numeric_limits<Scalar>::min();  // the smallest normal
     constexpr int digits = std::numeric_limits<Scalar>::digits;
     // Eigen 3.4's vectorised log (SSE2 and AVX2 paths) treats a subnormal input as the smallest
@@ -250,8 +251,8 @@ class Mlp {
     const Scalar lift = std::ldexp(Scalar(1), digits);
     const Scalar log_lift = Scalar(digits * 0.69314718055994530942);
     for (Index t = 0; t < logits.rows(); ++t) {
+      kernel::saturate(logits.row(t).data(), logits.cols());
       auto s = logits.row(t).array();
-      s = s.isNaN().select(-std::numeric_limits<Scalar>::infinity(), s.min(big).max(-big));
       switch (activation_) {
         case Activation::sigmoid:  // log σ(s) = −softplus(−s), computed without overflow
           s = -((-s).max(Scalar(0)) + (-s.abs()).exp().log1p());

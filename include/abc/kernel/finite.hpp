@@ -78,6 +78,23 @@ T max_magnitude(const T* x, Index n) noexcept {
   return residue == T(0) ? m : std::numeric_limits<T>::quiet_NaN();
 }
 
+/// x_j ← −∞ where x_j is NaN, else x_j clamped to [−max, max], over n entries: logits made finite,
+/// or −∞ (no mass) where a product met +∞ − ∞. Comparisons and selects only, so the SIMD and
+/// scalar paths give the same bits (±0 kept).
+template <class T>
+void saturate(T* x, Index n) noexcept {
+  constexpr T big = std::numeric_limits<T>::max(), ninf = -std::numeric_limits<T>::infinity();
+  Index j = 0;
+#ifndef ABC_NO_SIMD
+  using B = batch<T>;
+  for (; j + Index(B::size) <= n; j += Index(B::size)) {
+    const B v = B::load_unaligned(x + j);
+    xsimd::select(xsimd::isnan(v), B(ninf), xsimd::min(xsimd::max(v, B(-big)), B(big))).store_unaligned(x + j);
+  }
+#endif
+  for (; j < n; ++j) x[j] = std::isnan(x[j]) ? ninf : std::min(std::max(x[j], -big), big);
+}
+
 /// finite_residue_rows over one row of n entries.
 template <class T>
 T finite_residue(const T* x, Index n) noexcept {
