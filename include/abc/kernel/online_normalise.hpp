@@ -75,8 +75,9 @@ void online_normalise(const T* lam, T* m, T* z, T* decay, T* write, Index n, boo
  * For each slot ℓ, with the block's log-weights λ_i (row i of `lam`, [c × n], −∞ for no mass):
  *     m' = max(m, max_i λ_i),  u_i = exp(λ_i − m'),  z' = exp(m − m') z + Σ_i u_i,
  *     eff_i = u_i / z'  (into `lam`),  dcum = exp(m − m') z / z',
- * each division a multiply by the slot's 1/z' (one rounding more, c divisions fewer), so that the memory advances as diag(dcum) memory + Σ_i eff_i ⊗ k_i, the prefix-normalised
- * memory of the block's last token. Every exponent is ≤ 0. A slot whose m' is −∞ (no mass before
+ * each division a multiply by the slot's 1/z' (one rounding more, c divisions fewer), so that the
+ * memory advances as diag(dcum) memory + Σ_i eff_i ⊗ k_i, the prefix-normalised memory of the
+ * block's last token. Every exponent is ≤ 0. A slot whose m' is −∞ (no mass before
  * or in the block) keeps m and z, with dcum 1 and zero weights; otherwise z' ≥ 1 (the largest
  * entry contributes exp(0)), so no division is by 0. Exponents below log of the smallest normal give
  * 0 (kernel::exp_sum's rule). Equal to the token-by-token form in exact arithmetic; the rounding
