@@ -717,6 +717,55 @@ TEMPLATE_TEST_CASE("softmax_slots: a row held in registers gives the bits of the
   }
 }
 
+// softmax_rows runs the rows of a long call's read four at a time, interleaved; each row must get
+// exactly softmax_slots' bits (mask_slots, then softmax_masked), whether its group of four is
+// finite, holds a row whose max is ±∞ (the whole group then takes the general path) or is a tail of
+// fewer than four, at every row width (held in registers or not) and at a stride past the width.
+TEMPLATE_TEST_CASE("softmax_rows gives each row softmax_slots' bits, four rows at a time or one",
+                   "[kernel][exp_sum]", float, double) {
+  using T = TestType;
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  const Index w = width<T>();
+  std::mt19937_64 rng(1234);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (Index n : {Index(1), w - 1, w, w + 1, 2 * w, 3 * w, 4 * w, 4 * w + 1, Index(64), Index(100)}) {
+    if (n < 1) continue;
+    for (Index count : {0, 1, 3, 4, 5, 8, 11})
+      for (int trial = 0; trial < 12; ++trial) {
+        INFO("n = " << n << ", rows " << count << ", trial " << trial);
+        const Index ld = n + 3;
+        std::vector<T> rows(static_cast<std::size_t>(count * ld + 1), T(5));
+        std::vector<std::vector<std::uint8_t>> written(static_cast<std::size_t>(count), std::vector<std::uint8_t>(static_cast<std::size_t>(n)));
+        for (Index i = 0; i < count; ++i) {
+          std::vector<T> logits(static_cast<std::size_t>(n));
+          // Most rows finite (the grouped path); some with NaN, ±∞, ±1e30 or nothing readable.
+          scattered_scores(rng, trial * 7 + int(i), logits, written[std::size_t(i)]);
+          if ((trial + i) % 3 != 0)
+            for (T& x : logits) x = T(40.0 * unit(rng) - 20.0);
+          if (trial % 5 == 2 && i == 1) std::fill(logits.begin(), logits.end(), -inf);
+          if (trial % 5 == 3 && i == 2) logits[std::size_t(n - 1)] = inf;
+          std::copy(logits.begin(), logits.end(), rows.begin() + std::ptrdiff_t(i * ld));
+        }
+        const bool mask = trial % 2 == 0;
+        std::vector<T> want = rows;
+        std::vector<char> want_ok(static_cast<std::size_t>(count));
+        for (Index i = 0; i < count; ++i)
+          want_ok[std::size_t(i)] = abc::kernel::softmax_slots(want.data() + i * ld, n, written[std::size_t(i)].data(),
+                                                               mask, abc::kernel::SlotRange{0, n});
+        for (Index i = 0; i < count; ++i)
+          abc::kernel::mask_slots(rows.data() + i * ld, n, written[std::size_t(i)].data(), mask,
+                                  abc::kernel::SlotRange{0, n});
+        bool ok[16];
+        abc::kernel::softmax_rows(rows.data(), ld, count, n, ok);
+        for (Index i = 0; i < count; ++i) {
+          INFO("row " << i);
+          REQUIRE(ok[i] == (want_ok[std::size_t(i)] != 0));
+        }
+        REQUIRE(std::memcmp(rows.data(), want.data(), rows.size() * sizeof(T)) == 0);  // padding untouched too
+      }
+  }
+}
+
 // Overflowed logits: the +∞ entries share the mass equally (exactly 1/count each), everything else
 // gets 0, wherever the +∞ entries fall relative to the vector body and tail.
 TEMPLATE_TEST_CASE("softmax_slots: +∞ logits share the mass equally, at every place", "[kernel][exp_sum]", float,

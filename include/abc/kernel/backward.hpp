@@ -392,8 +392,8 @@ class SoftmaxBackward {
       auto pm = p.topRows(m);
       auto dlm = dl.topRows(m);
       pm.noalias() = sc * q.middleRows(i0, m) * mem.leftCols(d).transpose();
-      for (Index i = 0; i < m; ++i)
-        if (!softmax_slots(pm.row(i).data(), n, Access::written(s).data(), masked(), range(i0 + i))) pm.row(i).setZero();
+      for (Index i = 0; i < m; ++i) mask_slots(pm.row(i).data(), n, Access::written(s).data(), masked(), range(i0 + i));
+      softmax_rows(pm.data(), pm.outerStride(), m, n, static_cast<bool*>(nullptr));  // a row reading nothing: 0
       dlm.noalias() = dout.middleRows(i0, m) * mem.rightCols(dv).transpose();  // dp, then dl in place
       for (Index i = 0; i < m; ++i)
         dlm.row(i).array() = pm.row(i).array() * (dlm.row(i).array() - pm.row(i).dot(dlm.row(i)));

@@ -269,8 +269,8 @@ void read_all(const Keys& keys, const Matrix<T>& values, const std::vector<std::
       pb.noalias() = scale * q.middleRows(i0, rows) * keys.transpose();  // Kᵀ's rows would be strided
     else
       product<false>(product_args(q.middleRows(i0, rows), keys.transpose(), pb), scale);
-    for (Index i = 0; i < rows; ++i)
-      if (!softmax_slots(pb.row(i).data(), n, written.data(), mask, range_of(i0 + i))) pb.row(i).setZero();
+    for (Index i = 0; i < rows; ++i) mask_slots(pb.row(i).data(), n, written.data(), mask, range_of(i0 + i));
+    softmax_rows(pb.data(), pb.outerStride(), rows, n, static_cast<bool*>(nullptr));  // a row reading nothing: 0
     product<false>(product_args(pb, values, out.middleRows(i0, rows)));
   }
 }

@@ -248,7 +248,8 @@ class SoftmaxEngine {
     }
     const SlotRange range = range_of(t)(0);
     const std::uint8_t* written = Access::written(s).data();
-    for (Index g = 0; g < heads; ++g) softmax_slots(scores(g), n, written, masked(), range);
+    for (Index g = 0; g < heads; ++g) mask_slots(scores(g), n, written, masked(), range);
+    softmax_rows(scores(0), scratch.outerStride(), heads, n, static_cast<bool*>(nullptr));  // heads 4 at a time
     // An ungated one-hot write has already been applied: then every pass only reads Ṽ.
     if constexpr (!sparse) {
       rows_pass_heads<Pass::update>(values, dv, n, dv, a, w, v, heads, scores, output);

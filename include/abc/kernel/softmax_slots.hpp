@@ -111,17 +111,55 @@ bool softmax_in_registers(T* x, Index n, T& m) noexcept {
     default: return softmax_batches<4, B>(x, m);
   }
 }
+
+// softmax_batches for R rows of NB full batches at once, their operations interleaved: each row's
+// chain (the max's reduction, the exponentials, the sum's reduction, the division) is mostly
+// latency, and R independent chains fill the pipes that one leaves idle. Each row gets exactly
+// softmax_batches' operations in its order, so the same bits. Returns false, with every row
+// cleaned and stored, when a row's max is ±∞ (the caller then takes the general path for them).
+template <int R, int NB, class B, class T>
+bool softmax_group(T* const* x) noexcept {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  constexpr Index width = Index(B::size);
+  B v[R][NB];
+  B mv[R];
+  T m[R];
+  for (int r = 0; r < R; ++r) mv[r] = B(-inf);
+  for (int i = 0; i < NB; ++i)
+    for (int r = 0; r < R; ++r) {
+      v[r][i] = clean_batch(B::load_unaligned(x[r] + i * width));
+      mv[r] = xsimd::max(mv[r], v[r][i]);
+    }
+  bool finite = true;
+  for (int r = 0; r < R; ++r) {
+    m[r] = impl::hmax(mv[r]);
+    finite = finite && m[r] != -inf && m[r] != inf;
+  }
+  if (!finite) {
+    for (int r = 0; r < R; ++r)
+      for (int i = 0; i < NB; ++i) v[r][i].store_unaligned(x[r] + i * width);
+    return false;
+  }
+  B acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = B(T(0));
+  for (int i = 0; i < NB; ++i)
+    for (int r = 0; r < R; ++r) {
+      v[r][i] = exp_shifted(v[r][i], m[r]);
+      acc[r] += v[r][i];
+    }
+  for (int r = 0; r < R; ++r) {
+    const B sum(impl::hsum(acc[r]));  // ≥ 1: the max entry contributes exp(0)
+    for (int i = 0; i < NB; ++i) (v[r][i] / sum).store_unaligned(x[r] + i * width);
+  }
+  return true;
+}
 #endif
 }  // namespace impl
 
-// In place: logits → probabilities over the readable slots (those in `range`'s one or two ranges,
-// and only written ones when `mask`); unreadable slots get exactly 0. The max is subtracted first,
-// so every exponent is ≤ 0 and the sum is ≥ 1: the division can never be by zero. Returns false
-// when no slot is readable, in which case p is all zero and the read is the zero vector (never NaN).
-// It runs for every head of every decode step, so its loops read the count once and do not
-// branch per slot (the written flags are bytes, which may alias the logits).
+/// The slots a query may not read set to −∞ in place: those outside `range`'s one or two ranges,
+/// and, when `mask`, the slots not written. The first half of softmax_slots.
 template <class T>
-bool softmax_slots(T* logits, Index n, const std::uint8_t* written, bool mask, SlotRange range) {
+void mask_slots(T* logits, Index n, const std::uint8_t* written, bool mask, SlotRange range) noexcept {
   constexpr T inf = std::numeric_limits<T>::infinity();
   if (range.hi2 > range.lo2) {
     // Two ranges (rare): one pass over every slot.
@@ -135,6 +173,13 @@ bool softmax_slots(T* logits, Index n, const std::uint8_t* written, bool mask, S
     if (mask)
       for (Index l = range.lo, hi = range.hi; l < hi; ++l) logits[l] = written[l] != 0 ? logits[l] : -inf;
   }
+}
+
+/// The second half of softmax_slots: logits (−∞ where a slot may not be read) → probabilities in
+/// place. Returns false, the row all zero, when no slot is readable.
+template <class T>
+bool softmax_masked(T* logits, Index n) noexcept {
+  constexpr T inf = std::numeric_limits<T>::infinity();
 #ifdef ABC_NO_SIMD
   const T m = impl::clean_max(logits, n);
 #else
@@ -156,6 +201,53 @@ bool softmax_slots(T* logits, Index n, const std::uint8_t* written, bool mask, S
   const T sum = exp_sum(logits, n, m);  // ≥ 1: the max entry contributes exp(0)
   for (Index l = 0; l < n; ++l) logits[l] /= sum;
   return true;
+}
+
+/// softmax_masked over `count` rows (row i at rows + i · ld), already masked: ok[i] is row i's
+/// result (`ok` may be null: a row with no readable slot is all zero either way). Rows of one to four full batches go four at a time through one interleaved pass
+/// (impl::softmax_group), the same bits as a row at a time; a long call's reads (the non-causal
+/// read, the causal chunk) have many rows to give it, a decode step one.
+template <class T>
+void softmax_rows(T* rows, Index ld, Index count, Index n, bool* ok) noexcept {
+  Index i = 0;
+#ifndef ABC_NO_SIMD
+  using B = batch<T>;
+  constexpr Index width = Index(B::size);
+  const auto groups = [&](auto batches) {
+    constexpr int NB = decltype(batches)::value;
+    for (; i + 4 <= count; i += 4) {
+      T* const x[4] = {rows + i * ld, rows + (i + 1) * ld, rows + (i + 2) * ld, rows + (i + 3) * ld};
+      const bool all = impl::softmax_group<4, NB, B>(x);
+      for (Index r = i; r < i + 4; ++r) {
+        const bool read = all || softmax_masked(rows + r * ld, n);
+        if (ok) ok[r] = read;
+      }
+    }
+  };
+  if (n % width == 0) switch (n / width) {
+      case 1: groups(std::integral_constant<int, 1>{}); break;
+      case 2: groups(std::integral_constant<int, 2>{}); break;
+      case 3: groups(std::integral_constant<int, 3>{}); break;
+      case 4: groups(std::integral_constant<int, 4>{}); break;
+      default: break;
+    }
+#endif
+  for (; i < count; ++i) {
+    const bool read = softmax_masked(rows + i * ld, n);
+    if (ok) ok[i] = read;
+  }
+}
+
+// In place: logits → probabilities over the readable slots (those in `range`'s one or two ranges,
+// and only written ones when `mask`); unreadable slots get exactly 0. The max is subtracted first,
+// so every exponent is ≤ 0 and the sum is ≥ 1: the division can never be by zero. Returns false
+// when no slot is readable, in which case p is all zero and the read is the zero vector (never NaN).
+// It runs for every head of every decode step, so its loops read the count once and do not
+// branch per slot (the written flags are bytes, which may alias the logits).
+template <class T>
+bool softmax_slots(T* logits, Index n, const std::uint8_t* written, bool mask, SlotRange range) {
+  mask_slots(logits, n, written, mask, range);
+  return softmax_masked(logits, n);
 }
 
 }  // namespace kernel
