@@ -62,6 +62,12 @@
 //                                     // leaves of the memory before it (what suffix_weights folds
 //                                     // from the schedule), formed at once; `projected`: x holds
 //                                     // the logits x Wᵀ, as for schedule_projected
+//   bool chunk_weights(Index t0, MatrixRef<T> x, bool projected, MatrixOut<T> slot_state,
+//                      MatrixOut<T> u, MatrixOut<T> r, T* carry) const;  // dense, causal chunks:
+//                                     // true with weights that factor over time (token i's
+//                                     // weight at time t ≥ i is u_i ⊙ r_t, the memory before the
+//                                     // chunk's carry ⊙ r_t; all [rows × n] but carry [n]); false
+//                                     // with the schedule's decay rows in r and write rows in u
 //   static constexpr bool stores_tokens;  // sparse: true when each write stores one token as it is,
 //                                     // alone in its slot, and no per-slot state depends on the
 //                                     // writes; lets Concat count a token once (default: false)
@@ -223,6 +229,18 @@ struct has_block_weights<
            Index{}, std::declval<MatrixRef<typename C::scalar_type>>(), bool{},
            std::declval<MatrixOut<typename C::scalar_type>>(), std::declval<MatrixOut<typename C::scalar_type>>(),
            std::declval<typename C::scalar_type*>()))>> : std::true_type {};
+
+template <class C, class = void>
+struct has_chunk_weights : std::false_type {};
+template <class C>
+struct has_chunk_weights<
+    C, std::enable_if_t<std::is_same<decltype(std::declval<const C&>().chunk_weights(
+                                         Index{}, std::declval<MatrixRef<typename C::scalar_type>>(), bool{},
+                                         std::declval<MatrixOut<typename C::scalar_type>>(),
+                                         std::declval<MatrixOut<typename C::scalar_type>>(),
+                                         std::declval<MatrixOut<typename C::scalar_type>>(),
+                                         std::declval<typename C::scalar_type*>())),
+                                     bool>::value>> : std::true_type {};
 
 template <class C, class = void>
 struct has_read_range : std::false_type {};

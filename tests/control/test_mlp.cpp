@@ -4,6 +4,7 @@
 #include <abc/bounded_attention.hpp>
 #include <abc/control/mlp.hpp>
 #include <abc/control/sliding_window.hpp>
+#include <abc/kernel/online_normalise.hpp>
 
 #include <cmath>
 #include <limits>
@@ -295,6 +296,58 @@ TEMPLATE_TEST_CASE("Mlp logits of ±1e4 give finite outputs equal to the referen
     }
   }
   REQUIRE_FALSE(naive_finite);
+}
+
+// The chunked causal kernel takes each chunk's weights against one reference per slot
+// (kernel::chunk_normalise) only where the chunk's log-weights stay within chunk_spread() of its
+// first token's running max; a chunk past that takes the token-by-token normaliser. Logits that
+// mostly stay small but jump by 20–60 (and a few times past the exponent range) put both kinds of chunk in one call (checked
+// first, so the test cannot pass on one kind alone); either way the float64 reference, the step
+// loop and every chunk size give the same outputs.
+TEMPLATE_TEST_CASE("Mlp: chunks whose logits jump past one reference give the same outputs",
+                   "[control][mlp][numerics]", float, double) {
+  using T = TestType;
+  const Index d = 6, dv = 5, dx = 4, n = 9, n_tok = 200, chunk = 16;
+  // Integer weights and inputs: the logits are exact integers, so the chunks' spreads are as
+  // computed here in both types.
+  const abc::Matrix<T> w = ref::integers<T>(n, dx, 811, 2.49);
+  abc::Matrix<T> x = ref::integers<T>(n_tok, dx, 812, 1.49);
+  for (Index t = 5; t < n_tok; t += 23) x.row(t) *= T(8);  // a jump now and then
+  // and a few past the type's exponent range (exp(−λ) of them underflows), where one reference per
+  // chunk would flush the earlier tokens' weights to 0 while they still carry their prefix
+  const T huge = std::is_same<T, float>::value ? T(40) : T(300);
+  for (Index t = 40; t < n_tok; t += 61) x.row(t) *= huge;
+  const abc::Matrix<T> logits = x * w.transpose();
+  Index wide = 0, narrow = 0;
+  for (Index t0 = 0; t0 < n_tok; t0 += chunk)
+    for (Index l = 0; l < n; ++l) {
+      const T before = t0 == 0 ? -std::numeric_limits<T>::infinity() : logits.col(l).head(t0).maxCoeff();
+      const T first = std::max(before, logits(t0, l));
+      const T top = std::max(first, logits.col(l).segment(t0, std::min(chunk, n_tok - t0)).maxCoeff());
+      (top - first > abc::kernel::chunk_spread<T>() ? wide : narrow) += 1;
+    }
+  INFO(wide << " slot-chunks past one reference, " << narrow << " within it");
+  REQUIRE(wide >= 3);
+  REQUIRE(narrow >= 3 * wide);
+  auto q = ref::random<T>(n_tok, d, 813), k = ref::random<T>(n_tok, d, 814), v = ref::random<T>(n_tok, dv, 815);
+  const auto rq = ref::from(q), rk = ref::from(k), rv = ref::from(v);
+  for (auto norm : {Normalization::prefix, Normalization::per_token}) {
+    const MlpRef r{ref::from(w), ref::from(x), Activation::exp, norm};
+    const ref::Mat want = r.run(rq, rk, rv, 0.5, true);
+    abc::Matrix<T> first;
+    for (Index c : {chunk, Index(7), Index(64)}) {
+      abc::Options opts;
+      opts.chunk = c;
+      opts.scale = 0.5;
+      abc::BoundedAttention attn{abc::control::Mlp<T>(w, Activation::exp, norm), opts};
+      INFO("normalization " << int(norm) << ", chunk " << c);
+      const abc::Matrix<T> got = attn.forward_causal(q, k, v, x);
+      ref::require_close(got, want);
+      ref::require_same(step_loop(attn, q, k, v, x), got);
+      if (first.size() == 0) first = got;
+      ref::require_same(got, first);
+    }
+  }
 }
 
 TEMPLATE_TEST_CASE("Mlp configuration errors", "[control][mlp][errors]", float, double) {

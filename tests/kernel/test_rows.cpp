@@ -766,6 +766,146 @@ TEMPLATE_TEST_CASE("softmax_rows gives each row softmax_slots' bits, four rows a
   }
 }
 
+// lower_dots: the lower triangle of X Yᵀ, against float64 dots, with exact zeros above the diagonal,
+// for chunk sizes around the 4 × 4 (or 4 × 2) blocks, widths around the batch width, and strides
+// past the width (whose padding must not be read into a sum: it holds NaN).
+TEMPLATE_TEST_CASE("lower_dots is the lower triangle of X Yᵀ, zero above the diagonal", "[kernel][rows]", float,
+                   double) {
+  using T = TestType;
+  const Index w = width<T>();
+  for (Index c : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 19})
+    for (Index n : {Index(1), w - 1, w, w + 1, 4 * w + 3, Index(64)}) {
+      if (n < 1) continue;
+      INFO("c = " << c << ", n = " << n);
+      const Index ldx = n + 1, ldy = n + 2, ldo = c + 3;
+      auto x = data<T>(c * ldx, 41), y = data<T>(c * ldy, 42);
+      for (Index i = 0; i < c; ++i) {
+        x[std::size_t(i * ldx + n)] = std::numeric_limits<T>::quiet_NaN();
+        if (ldy > n + 1) y[std::size_t(i * ldy + n + 1)] = std::numeric_limits<T>::quiet_NaN();
+      }
+      std::vector<T> out(static_cast<std::size_t>(c * ldo), T(9));
+      abc::kernel::lower_dots(x.data(), ldx, y.data(), ldy, c, n, out.data(), ldo);
+      for (Index t = 0; t < c; ++t)
+        for (Index i = 0; i < ldo; ++i) {
+          INFO("entry (" << t << ", " << i << ")");
+          const T got = out[std::size_t(t * ldo + i)];
+          if (i >= c) {
+            REQUIRE(got == T(9));  // past the triangle's columns: untouched
+          } else if (i > t) {
+            REQUIRE(got == T(0));
+          } else {
+            double want = 0, size = 0;
+            for (Index j = 0; j < n; ++j) {
+              const double p = double(x[std::size_t(t * ldx + j)]) * double(y[std::size_t(i * ldy + j)]);
+              want += p;
+              size += std::abs(p);
+            }
+            REQUIRE(std::abs(double(got) - want) <= 4 * double(n) * std::numeric_limits<T>::epsilon() * size);
+          }
+        }
+    }
+}
+
+// chunk_normalise against its definition in float64: the chunk's tokens through the per-slot running
+// softmax one at a time; at every token t of the chunk, each earlier token i's weight in the memory of
+// t's prefix, e^{λ_i − m_t} / z_t, must be u_i r_t, and what is left of the memory before the chunk,
+// e^{m_start − m_t} z_start / z_t, must be carry · r_t. Three chunks in a row (later ones start
+// from mass), −∞ entries, slots with no mass in a chunk or ever, spreads up to the limit; then the
+// chunks it declines (a spread past chunk_spread, mass that starts after the first token, a sum
+// below 1 in the state) must change nothing.
+TEMPLATE_TEST_CASE("chunk_normalise matches the token-by-token running softmax in float64, or declines",
+                   "[kernel][online_normalise]", float, double) {
+  using T = TestType;
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  constexpr double eps = std::numeric_limits<T>::epsilon(), inf64 = std::numeric_limits<double>::infinity();
+  const double spread = double(abc::kernel::chunk_spread<T>());
+  for (Index n : lengths<T>())
+    for (Index c : {1, 2, 7, 16, 33}) {
+      INFO("n = " << n << ", c = " << c);
+      std::vector<T> m(std::size_t(n), -inf), z(std::size_t(n), T(0)), carry(static_cast<std::size_t>(n));
+      std::vector<double> m_ref(std::size_t(n), -inf64), z_ref(std::size_t(n), 0.0);
+      for (int chunk = 0; chunk < 3; ++chunk) {
+        std::vector<T> lam(static_cast<std::size_t>(c * n)), r(static_cast<std::size_t>(c * n));
+        for (Index i = 0; i < c; ++i) {
+          const auto row = data<T>(n, 300 + std::uint64_t(chunk * 64 + i));
+          for (Index l = 0; l < n; ++l) {
+            T x = T(4) * row[std::size_t(l)];
+            if (i > 0 && (l + i + chunk) % 5 == 0) x = -inf;  // no mass (a relu zero), never first
+            if (l % 7 == 3 && i == c - 1 && c > 1) x = lam[std::size_t(l)] + T(spread * 0.9);  // near the limit
+            if (l % 13 == 4) x = -inf;  // a slot that never has mass
+            lam[std::size_t(i * n + l)] = x;
+          }
+        }
+        const std::vector<T> lam_in = lam;
+        REQUIRE(abc::kernel::chunk_normalise(lam.data(), c, n, m.data(), z.data(), r.data(), carry.data()));
+        for (Index l = 0; l < n; ++l) {
+          const std::size_t s = std::size_t(l);
+          const double m_start = m_ref[s], z_start = z_ref[s];
+          for (Index t = 0; t < c; ++t) {
+            const double x = double(lam_in[std::size_t(t * n + l)]);
+            const double top = std::max(m_ref[s], x);
+            if (top > -inf64) {
+              z_ref[s] = (m_ref[s] == -inf64 ? 0.0 : std::exp(m_ref[s] - top) * z_ref[s]) +
+                         (x == -inf64 ? 0.0 : std::exp(x - top));
+              m_ref[s] = top;
+            }
+            INFO("chunk " << chunk << ", slot " << l << ", token " << t);
+            const T rt = r[std::size_t(t * n + l)];
+            if (m_ref[s] == -inf64) {  // no mass yet: the memory stays, nothing is written
+              REQUIRE(rt == T(1));
+              REQUIRE(carry[s] == T(1));
+              REQUIRE(lam[std::size_t(t * n + l)] == T(0));
+              continue;
+            }
+            // Beyond the sums' rounding, an exponent's: |λ − m′| up to the spread (chunk_spread).
+            const double bound = 4 * (double(c + 4) + spread) * eps;
+            const double d_ref = m_start == -inf64 ? 0.0 : std::exp(m_start - m_ref[s]) * z_start / z_ref[s];
+            REQUIRE(std::abs(double(carry[s]) * double(rt) - d_ref) <= bound);
+            for (Index i = 0; i <= t; ++i) {
+              const double xi = double(lam_in[std::size_t(i * n + l)]);
+              const double e_ref = xi == -inf64 ? 0.0 : std::exp(xi - m_ref[s]) / z_ref[s];
+              const T u = lam[std::size_t(i * n + l)];
+              REQUIRE(u >= T(0));
+              REQUIRE(std::abs(double(u) * double(rt) - e_ref) <= bound);
+              if (xi == -inf64) REQUIRE(u == T(0));
+            }
+          }
+          REQUIRE(double(m[s]) == m_ref[s]);  // a max is exact
+          REQUIRE(std::abs(double(z[s]) - z_ref[s]) <= 4 * double(c + 2) * eps * std::max(1.0, z_ref[s]));
+        }
+      }
+      if (n == 0) continue;
+      // Chunks it must decline, each leaving λ, m and z as they were.
+      for (int kind = 0; kind < 3; ++kind) {
+        INFO("declined chunk of kind " << kind);
+        std::vector<T> lam(std::size_t(c * n), T(0.5)), r(std::size_t(c * n));
+        std::vector<T> mm = m, zz = z;
+        const std::size_t last = std::size_t(n - 1);
+        if (kind < 2 && c < 2) continue;  // one token: its first is its last
+        if (kind == 0) {  // a later token past the first's reach
+          mm[last] = T(0);
+          zz[last] = T(1);
+          lam[std::size_t((c - 1) * n) + last] = T(spread * 1.01) + T(1);
+        }
+        if (kind == 1) {  // a slot whose mass starts after the chunk's first token
+          mm[last] = -inf;
+          zz[last] = T(0);
+          for (Index i = 0; i < c; ++i) lam[std::size_t(i * n) + last] = -inf;
+          lam[std::size_t((c - 1) * n) + last] = T(0);
+        }
+        if (kind == 2) {  // a state no normaliser leaves (its largest weight counts 1)
+          mm[last] = T(0);
+          zz[last] = T(0.5);
+        }
+        const std::vector<T> lam_in = lam, m_in = mm, z_in = zz;
+        REQUIRE_FALSE(abc::kernel::chunk_normalise(lam.data(), c, n, mm.data(), zz.data(), r.data(), carry.data()));
+        REQUIRE(std::memcmp(lam.data(), lam_in.data(), lam.size() * sizeof(T)) == 0);
+        REQUIRE(std::memcmp(mm.data(), m_in.data(), mm.size() * sizeof(T)) == 0);
+        REQUIRE(std::memcmp(zz.data(), z_in.data(), zz.size() * sizeof(T)) == 0);
+      }
+    }
+}
+
 // Overflowed logits: the +∞ entries share the mass equally (exactly 1/count each), everything else
 // gets 0, wherever the +∞ entries fall relative to the vector body and tail.
 TEMPLATE_TEST_CASE("softmax_slots: +∞ logits share the mass equally, at every place", "[kernel][exp_sum]", float,

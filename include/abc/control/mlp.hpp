@@ -148,6 +148,33 @@ class Mlp {
                             dcum);
   }
 
+  /// The causal kernel's weights for a chunk of tokens (kernel::chunk_normalise): the logits of x
+  /// (x itself when `projected`) → log α, then, with prefix normalisation, one reference per slot for
+  /// the chunk, so that token i's weight at time t ≥ i is u_i ⊙ r_t and the memory before the chunk
+  /// is carried by carry ⊙ r_t. Returns false where a slot's log-weights spread too far within the
+  /// chunk for one reference, with the schedule's decays in `r` and writes in `u` (as schedule()
+  /// gives them), the normaliser advanced either way. Per-token normalisation never revises a
+  /// weight: its writes, r = 1 and carry = 1.
+  bool chunk_weights(Index /*t0*/, MatrixRef<Scalar> x, bool projected, MatrixOut<Scalar> slot_state,
+                     MatrixOut<Scalar> u, MatrixOut<Scalar> r, Scalar* carry) const {
+    ABC_ASSERT(u.outerStride() == u.cols() && r.outerStride() == r.cols(), "Mlp::chunk_weights: contiguous rows");
+    if (projected)
+      u = x;
+    else
+      detail::project(x, w_, w_t_, u);
+    to_log_weight(u);
+    const bool prefix = normalization_ == Normalization::prefix;
+    if (prefix && kernel::chunk_normalise(u.data(), u.rows(), num_slots(), slot_state.row(0).data(),
+                                          slot_state.row(1).data(), r.data(), carry))
+      return true;
+    for (Index t = 0; t < u.rows(); ++t)
+      kernel::online_normalise(u.row(t).data(), slot_state.row(0).data(), slot_state.row(1).data(), r.row(t).data(),
+                               u.row(t).data(), num_slots(), prefix);
+    if (prefix) return false;
+    std::fill(carry, carry + num_slots(), Scalar(1));
+    return true;
+  }
+
   /// The gradient with respect to the control's parameters.
   struct Gradient {
     /// ∂L/∂W_φ, [n × d_x].

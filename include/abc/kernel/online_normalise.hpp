@@ -139,5 +139,122 @@ void block_normalise(T* lam, Index c, Index n, T* m, T* z, T* dcum) noexcept {
   }
 }
 
+/// The widest spread of a slot's log-weights within one chunk that chunk_normalise takes: 16, in
+/// float and double. A weight taken against the chunk's reference m′ rather than its own prefix's
+/// running max m_t has the rounding of λ − m′ in its exponent, a relative error up to about
+/// (m′ − m_t) · ε / 2 beyond the token-by-token form's: at most 8 ε here. Chunks whose log-weights
+/// rise by less than 16 (a factor of 9 · 10⁶ in weight) over the first token's running max take it.
+template <class T>
+constexpr T chunk_spread() noexcept {
+  return T(16);
+}
+
+/**
+ * \brief A chunk of c tokens of the per-slot running softmax against one reference per slot, for a
+ * causal kernel whose tokens each read the memory of their own prefix: every token's weights as
+ * products of one factor per token and one per time, with no decay per token.
+ *
+ * For each slot ℓ, with the chunk's log-weights λ_i (row i of `lam`, [c × n], −∞ for no mass) and
+ * the normaliser (m, z) before it: the reference m′ = max(m, max_i λ_i), u_i = exp(λ_i − m′)
+ * (into `lam`), carry = exp(m − m′) z, Z_t = carry + Σ_{i≤t} u_i and r_t = 1 / Z_t (row t of
+ * `r`). Token i's weight in the memory at time t ≥ i is then u_i r_t, and what is left of the
+ * memory before the chunk is carry · r_t: the prefix-normalised memory of token t, equal to
+ * online_normalise's weights folded over the prefix in exact arithmetic. (m, z) ← (m′, Z_{c−1}).
+ *
+ * The common reference is taken only where it loses nothing: every slot that has mass by the
+ * chunk's end must have it from its first token (max(m, λ_0) > −∞), its reference at most
+ * chunk_spread() above max(m, λ_0) (the smallest running max of the chunk), and a normaliser z ≥ 1
+ * when m > −∞ (the slot's largest weight counts exp(0) = 1, as both normalisers leave it). Then
+ * every Z_t ≥ exp(−chunk_spread()) is a normal number, and a flushed u_i (or carry) stands for a
+ * weight below exp(log_min_normal + chunk_spread()) of its prefix's largest (times z for the carry):
+ * far below the rounding of any sum it could enter. Otherwise returns false having changed
+ * nothing (`r` and `carry` are scratch), and the caller takes the token-by-token normaliser. A slot
+ * with no mass through the chunk gets u = 0, r = 1, carry = 1 (the memory stays, as
+ * online_normalise's decay 1 and write 0) and keeps m and z.
+ *
+ * \param lam [c × n] row-major, in: log-weights (finite or −∞), out: u; \param m [n] in/out,
+ * \param z [n] in/out, \param r [c × n] row-major, out; \param carry [n] out
+ */
+template <class T>
+bool chunk_normalise(T* lam, Index c, Index n, T* m, T* z, T* r, T* carry) noexcept {
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  constexpr T spread = chunk_spread<T>();
+  // The reference of each slot into `carry` (scratch until the second pass), and the check, before
+  // anything is written.
+  const auto fits = [&](T top, T first, T mv, T zv) {
+    return !(top > ninf) || (first > ninf && top - first <= spread && (mv == ninf || zv >= T(1)));
+  };
+#ifndef ABC_NO_SIMD
+  bool ok = true;
+  const auto check = [&](auto tag, Index l) {
+    using B = typename decltype(tag)::type;
+    const B mv = B::load_unaligned(m + l), zv = B::load_unaligned(z + l);
+    const B first = xsimd::max(mv, B::load_unaligned(lam + l));
+    B top = first;
+    for (Index i = 1; i < c; ++i) top = xsimd::max(top, B::load_unaligned(lam + i * n + l));
+    const auto dead = !(top > B(ninf));
+    const auto fine = (first > B(ninf)) & (top - first <= B(spread)) & ((mv == B(ninf)) | (zv >= B(T(1))));
+    ok = ok && xsimd::all(dead | fine);
+    top.store_unaligned(carry + l);
+  };
+  const Index l0 = impl::for_batches<batch<T>>(0, n, check);
+#else
+  bool ok = true;
+  const Index l0 = 0;
+#endif
+  for (Index l = l0; l < n && ok; ++l) {
+    T top = std::max(m[l], lam[l]);
+    const T first = top;
+    for (Index i = 1; i < c; ++i) top = std::max(top, lam[i * n + l]);
+    ok = fits(top, first, m[l], z[l]);
+    carry[l] = top;
+  }
+  if (!ok) return false;
+#ifndef ABC_NO_SIMD
+  const auto slots = [&](auto tag, Index l) {
+    using B = typename decltype(tag)::type;
+    const B top = B::load_unaligned(carry + l), mv = B::load_unaligned(m + l), zv = B::load_unaligned(z + l);
+    const auto live = top > B(ninf);
+    const B shift = xsimd::select(live, top, B(T(0)));  // dead lanes: all −∞, exp gives 0
+    const B kept = impl::exp_shifted(mv, shift) * zv;  // exp(−∞) = 0: a slot new in this chunk
+    const B one(T(1));
+    B sum = kept;
+    for (Index i = 0; i < c; ++i) {
+      const B u = impl::exp_shifted(B::load_unaligned(lam + i * n + l), shift);
+      u.store_unaligned(lam + i * n + l);
+      sum += u;
+      xsimd::select(live, one / xsimd::select(live, sum, one), one).store_unaligned(r + i * n + l);
+    }
+    xsimd::select(live, kept, one).store_unaligned(carry + l);
+    xsimd::select(live, top, mv).store_unaligned(m + l);
+    xsimd::select(live, sum, zv).store_unaligned(z + l);
+  };
+  impl::for_batches<batch<T>>(0, n, slots);
+#endif
+  constexpr T lo = scalar::log_min_normal<T>();
+  for (Index l = l0; l < n; ++l) {
+    const T top = carry[l];
+    if (!(top > ninf)) {  // no mass: the memory stays
+      for (Index i = 0; i < c; ++i) {
+        lam[i * n + l] = T(0);
+        r[i * n + l] = T(1);
+      }
+      carry[l] = T(1);
+      continue;
+    }
+    const auto ex = [&](T x) { return x - top >= lo ? std::exp(x - top) : T(0); };
+    const T kept = ex(m[l]) * z[l];
+    T sum = kept;
+    for (Index i = 0; i < c; ++i) {
+      sum += lam[i * n + l] = ex(lam[i * n + l]);
+      r[i * n + l] = T(1) / sum;
+    }
+    carry[l] = kept;
+    m[l] = top;
+    z[l] = sum;
+  }
+  return true;
+}
+
 }  // namespace kernel
 ABC_NAMESPACE_END

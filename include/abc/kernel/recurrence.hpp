@@ -229,6 +229,77 @@ void causal_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool has_deca
   add_chunk(m, eff, has_decay ? ws.dcum.data() : nullptr, k, v);
 }
 
+// Rows per block of the triangular products of factored_chunk: rows i0 … i0 + 7 of a lower triangle
+// reach only its first i0 + 8 columns, so the products skip most of the zeros above the diagonal.
+inline constexpr Index triangle_rows = 8;
+
+// causal_chunk for weights that factor over time, as a control's chunk_weights gives them: token i's
+// weight in the memory at time t ≥ i is E_t[i] = u_i ⊙ r_t, and what is left of the memory before
+// the chunk D_t = carry ⊙ r_t (u = ws.write, r = ws.decay [c × n], carry = ws.dcum [n]). Then
+//   scores_t = r_t ⊙ (carry ⊙ (K̃_prev q_t) + Σ_{i≤t} (q_t·k_i) u_i)
+//   out_t    = (p_t ⊙ r_t ⊙ carry)ᵀ Ṽ_prev + Σ_{i≤t} ((p_t ⊙ r_t)·u_i) v_i
+// where causal_chunk advances every earlier token's weights at each token, so that each token's
+// scores, softmax and reads wait on the one before. Here nothing does but the written marks: the
+// sums over the chunk's tokens are triangular products (G U and M v, with G and M the lower
+// triangles of q kᵀ and (P ⊙ R) Uᵀ), and the chunk's softmaxes run four rows at a time
+// (softmax_rows). The memory is read and advanced as causal_chunk's; each of `heads` heads reads
+// exactly what a memory of its own gives.
+template <class T, class RangeOf, class QueryOf, class OutputOf>
+void factored_chunk(MemoryView<T> m, ChunkWorkspace<T>& ws, Index c, bool mask, const RangeOf& range_of, T scale,
+                    Index heads, const QueryOf& query, const OutputOf& output, const Eigen::Ref<const Matrix<T>>& k,
+                    const Eigen::Ref<const Matrix<T>>& v) {
+  const Index n = m.keys.rows();
+  const auto u = ws.write.topRows(c);
+  const auto r = ws.decay.topRows(c);
+  const T* carry = ws.dcum.data();
+  // Each head's scores before r_t: (scale · q K̃_prevᵀ) diag(carry) + G U, G = scale · q kᵀ (lower).
+  for (Index g = 0; g < heads; ++g) {
+    ReadScratch<T>& rs = ws.read(g);
+    const auto q = query(g);
+    auto gram = rs.gram.topLeftCorner(c, c);
+    lower_dots(q.data(), q.outerStride(), k.data(), k.outerStride(), c, k.cols(), gram.data(), gram.outerStride());
+    gram *= scale;
+    auto prev = rs.prev.topRows(c);
+    product<false>(product_args(q, m.keys.transpose(), prev), scale);
+    for (Index i0 = 0; i0 < c; i0 += triangle_rows) {
+      const Index rows = std::min(triangle_rows, c - i0), depth = i0 + rows;
+      ProductArgs<T> sums = product_args(gram.block(i0, 0, rows, depth), u.topRows(depth), prev.middleRows(i0, rows));
+      sums.col_scale = carry;
+      product<true>(sums);
+    }
+  }
+  // Token by token, only what depends on the order: the written marks (a slot is written once an
+  // E_t entry in it is nonzero), and each head's scores scaled by r_t and masked as token t reads them.
+  for (Index t = 0; t < c; ++t) {
+    mark_written<T>(false, u.row(t), u.row(t), m.written);
+    for (Index g = 0; g < heads; ++g) {
+      T* scores = ws.read(g).prev.row(t).data();
+      scale_rows(scores, n, 1, n, r.row(t).data());
+      mask_slots(scores, n, m.written.data(), mask, range_of(t));
+    }
+  }
+  for (Index g = 0; g < heads; ++g) {
+    ReadScratch<T>& rs = ws.read(g);
+    auto p = rs.prev.topRows(c);
+    softmax_rows(p.data(), p.outerStride(), c, n, static_cast<bool*>(nullptr));  // a row reading nothing: 0
+    auto pd = rs.pd.topRows(c);
+    pd = p.cwiseProduct(r);
+    auto mix = rs.mix.topLeftCorner(c, c);  // (p_t ⊙ r_t) · u_i for i ≤ t
+    lower_dots(pd.data(), pd.outerStride(), u.data(), u.outerStride(), c, n, mix.data(), mix.outerStride());
+    scale_rows(pd.data(), pd.outerStride(), c, n, carry);
+    auto out = output(g);
+    product<false>(product_args(pd, m.values, out));
+    for (Index i0 = 0; i0 < c; i0 += triangle_rows) {
+      const Index rows = std::min(triangle_rows, c - i0), depth = i0 + rows;
+      product<true>(product_args(mix.block(i0, 0, rows, depth), v.topRows(depth), out.middleRows(i0, rows)));
+    }
+  }
+  // The memory at the chunk's end: weights u_i ⊙ r_{c−1}, and the carried memory by carry ⊙ r_{c−1}.
+  scale_rows(ws.write.data(), ws.write.outerStride(), c, n, r.row(c - 1).data());
+  ws.dcum.array() *= r.row(c - 1).array();
+  add_chunk(m, ws.write.topRows(c), ws.dcum.data(), k, v);
+}
+
 // Each token's weight at the end of a chunk of c tokens, w_i ⊙ Π_{j>i} a_j, into ws.eff by one
 // backward sweep; ws.dcum is left holding Π_j a_j, what the chunk leaves of the memory before it.
 // Products only: exact for decays of 0 and for any underflow.

@@ -3,6 +3,7 @@
 // columns, update + weighted sum over Ṽ's rows.
 #pragma once
 
+#include <algorithm>
 #include <type_traits>
 
 #include "../types.hpp"
@@ -157,6 +158,81 @@ void rows_dot_at(const RowAt row_at, Index count, Index n, const T* x, T* out) n
 template <class T>
 void rows_dot(const T* rows, Index ld, Index count, Index n, const T* x, T* out) noexcept {
   kernel::rows_dot_at(StridedRows<const T>{rows, ld}, count, n, x, out);
+}
+
+#ifndef ABC_NO_SIMD
+namespace impl {
+// Rows t0 … t0 + 3 of X against rows i0 … i0 + CB − 1 of Y: the 4 · CB sums in registers, each
+// pair of rows' batches loaded once for the block, the sums reduced four at a time (hsum4). Rows
+// past the last are read as the last (valid memory; the caller stores only real entries).
+template <int CB, class B, class T>
+ABC_FORCE_INLINE void lower_dots_block(const T* x, Index ldx, const T* y, Index ldy, Index t0, Index i0, Index c,
+                                       Index n, T* sums) noexcept {
+  constexpr Index width = Index(B::size);
+  const Index full = n - n % width;
+  const T* xr[4];
+  const T* yr[CB];
+  for (int r = 0; r < 4; ++r) xr[r] = x + std::min(t0 + r, c - 1) * ldx;
+  for (int q = 0; q < CB; ++q) yr[q] = y + std::min(i0 + q, c - 1) * ldy;
+  B acc[4][CB];
+  for (int r = 0; r < 4; ++r)
+    for (int q = 0; q < CB; ++q) acc[r][q] = B(T(0));
+  for (Index j = 0; j < full; j += width) {
+    B yv[CB];
+    for (int q = 0; q < CB; ++q) yv[q] = B::load_unaligned(yr[q] + j);
+    for (int r = 0; r < 4; ++r) {
+      const B xv = B::load_unaligned(xr[r] + j);
+      for (int q = 0; q < CB; ++q) acc[r][q] = impl::fma(xv, yv[q], acc[r][q]);
+    }
+  }
+  for (int r = 0; r < 4; ++r) {
+    T* out = sums + r * 4;
+    if constexpr (CB == 4) {
+      hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3], out);
+    } else {
+      const B zero(T(0));
+      hsum4(acc[r][0], acc[r][1], zero, zero, out);
+    }
+    if (full < n)
+      for (int q = 0; q < CB; ++q) out[q] += scalar::dot(xr[r] + full, yr[q] + full, n - full);
+  }
+}
+}  // namespace impl
+#endif
+
+/// The lower triangle of X Yᵀ for c rows of each (width n; row t of X at x + t · ldx, row i of Y at
+/// y + i · ldy): out(t, i) = x_t · y_i for i ≤ t, and 0 above the diagonal (row t at out + t · ldo).
+/// Blocks of 4 × 4 dots (4 × 2 with 16-register ISAs), so each batch loaded feeds four or two
+/// multiply-adds and one reduction ends four sums: a causal chunk's q · k and p · u triangles.
+template <class T>
+void lower_dots(const T* x, Index ldx, const T* y, Index ldy, Index c, Index n, T* out, Index ldo) noexcept {
+#ifdef ABC_NO_SIMD
+  for (Index t = 0; t < c; ++t) {
+    T* row = out + t * ldo;
+    for (Index i = 0; i <= t; ++i) row[i] = scalar::dot(x + t * ldx, y + i * ldy, n);
+    std::fill(row + t + 1, row + c, T(0));
+  }
+#else
+  using B = batch<T>;
+  constexpr int CB = sizeof(B) >= 64 ? 4 : 2;  // AVX-512: 32 vector registers
+  T sums[16];
+  for (Index t0 = 0; t0 < c; t0 += 4) {
+    const Index rows = std::min<Index>(4, c - t0);
+    for (Index i0 = 0; i0 < t0 + rows; i0 += CB) {
+      impl::lower_dots_block<CB, B>(x, ldx, y, ldy, t0, i0, c, n, sums);
+      for (Index r = 0; r < rows; ++r) {
+        const Index t = t0 + r;
+        T* row = out + t * ldo;
+        for (Index q = 0; q < CB && i0 + q < c; ++q) row[i0 + q] = i0 + q <= t ? sums[r * 4 + q] : T(0);
+      }
+    }
+    for (Index r = 0; r < rows; ++r) {  // the columns past the last block
+      const Index t = t0 + r;
+      const Index done = std::min(c, (t0 + rows + CB - 1) / CB * CB);
+      std::fill(out + t * ldo + done, out + t * ldo + c, T(0));
+    }
+  }
+#endif
 }
 
 #ifndef ABC_NO_SIMD

@@ -77,11 +77,21 @@ class SoftmaxEngine {
       const T sc = scale(k.cols());
       for (Index t0 = 0; t0 < n_keys; t0 += chunk) {
         const Index c = std::min(chunk, n_keys - t0);
-        fill(control_, start + t0, c, input.middleRows(t0, c), projected, s, ws);
-        causal_chunk<T>(
-            view(s), ws, c, has_decay, masked(), range_of(start + t0), sc, heads,
-            [&](Index g) { return query(g).middleRows(t0, c); }, [&](Index g) { return output(g).middleRows(t0, c); },
-            k.middleRows(t0, c), v.middleRows(t0, c));
+        const auto query_rows = [&](Index g) { return query(g).middleRows(t0, c); };
+        const auto output_rows = [&](Index g) { return output(g).middleRows(t0, c); };
+        if constexpr (detail::has_chunk_weights<Control>::value) {
+          // Weights that factor over time: the chunk's sums over its tokens as products.
+          if (control_.chunk_weights(start + t0, input.middleRows(t0, c), projected, Access::slot_state(s),
+                                     ws.write.topRows(c), ws.decay.topRows(c), ws.dcum.data())) {
+            factored_chunk<T>(view(s), ws, c, masked(), range_of(start + t0), sc, heads, query_rows, output_rows,
+                              k.middleRows(t0, c), v.middleRows(t0, c));
+            continue;
+          }
+        } else {
+          fill(control_, start + t0, c, input.middleRows(t0, c), projected, s, ws);
+        }
+        causal_chunk<T>(view(s), ws, c, has_decay, masked(), range_of(start + t0), sc, heads, query_rows,
+                        output_rows, k.middleRows(t0, c), v.middleRows(t0, c));
       }
     } else {
       Access::reserve_scratch(s, heads, control_.num_slots());
