@@ -62,68 +62,21 @@ T clean_max(T* x, Index n) noexcept {
 }
 
 #ifndef ABC_NO_SIMD
-// softmax_slots' NaN check, max, exponentials and division for a row of NB full batches, the row
-// held in registers throughout, where the general path stores the row after each of its three
-// passes and loads it back: per token of a long call, those loads and stores are a part of the
-// work worth saving (bench/README.md, round sixteen). The operations of clean_max (clean_batch),
-// exp_sum (exp_shifted) and the division, in their order, so the same bits. Returns false, with
-// the cleaned row stored and its max in m, when the max is ±∞.
-template <int NB, class B, class T>
-bool softmax_batches(T* x, T& m) noexcept {
-  constexpr T inf = std::numeric_limits<T>::infinity();
-  constexpr Index width = Index(B::size);
-  const B none(-inf);
-  B v[NB];
-  B mv = none;
-  for (int i = 0; i < NB; ++i) {
-    v[i] = clean_batch(B::load_unaligned(x + i * width));
-    mv = xsimd::max(mv, v[i]);
-  }
-  m = impl::hmax(mv);
-  if (m == -inf || m == inf) {
-    for (int i = 0; i < NB; ++i) v[i].store_unaligned(x + i * width);
-    return false;
-  }
-  B acc(T(0));
-  for (int i = 0; i < NB; ++i) {
-    v[i] = exp_shifted(v[i], m);
-    acc += v[i];
-  }
-  const B sum(impl::hsum(acc));  // ≥ 1: the max entry contributes exp(0)
-  for (int i = 0; i < NB; ++i) (v[i] / sum).store_unaligned(x + i * width);
-  return true;
-}
-
-// softmax_batches where the row is one to four full batches (n = 64 floats with AVX-512); otherwise
-// only the NaN check and max (clean_max). Returns true when the row is done.
-template <class T>
-bool softmax_in_registers(T* x, Index n, T& m) noexcept {
-  using B = batch<T>;
-  constexpr Index width = Index(B::size);
-  if (n < width || n % width != 0 || n > 4 * width) {
-    m = clean_max(x, n);
-    return false;
-  }
-  switch (n / width) {
-    case 1: return softmax_batches<1, B>(x, m);
-    case 2: return softmax_batches<2, B>(x, m);
-    case 3: return softmax_batches<3, B>(x, m);
-    default: return softmax_batches<4, B>(x, m);
-  }
-}
-
-// softmax_batches for R rows of NB full batches at once, their operations interleaved: each row's
-// chain (the max's reduction, the exponentials, the sum's reduction, the division) is mostly
-// latency, and R independent chains fill the pipes that one leaves idle. Each row gets exactly
-// softmax_batches' operations in its order, so the same bits. Returns false, with every row
-// cleaned and stored, when a row's max is ±∞ (the caller then takes the general path for them).
+// softmax_slots' NaN check, max, exponentials and division for R rows of NB full batches each
+// (row r at x[r]), the rows held in registers throughout, where the general path stores a row after
+// each of its three passes and loads it back: per token of a long call, those loads and stores are
+// a part of the work worth saving (bench/README.md, round sixteen). With R > 1 the rows' operations
+// are interleaved: each row's chain (the max's reduction, the exponentials, the sum's reduction, the
+// division) is mostly latency, and R independent chains fill the pipes one leaves idle. Each row
+// gets the operations of clean_max (clean_batch), exp_sum (exp_shifted) and the division, in their
+// order, so the same bits however many rows go together. Returns false, with every row cleaned and
+// stored and its max in m[r], when a row's max is ±∞ (the caller takes the general path for it).
 template <int R, int NB, class B, class T>
-bool softmax_group(T* const* x) noexcept {
+bool softmax_group(T* const* x, T* m) noexcept {
   constexpr T inf = std::numeric_limits<T>::infinity();
   constexpr Index width = Index(B::size);
   B v[R][NB];
   B mv[R];
-  T m[R];
   for (int r = 0; r < R; ++r) mv[r] = B(-inf);
   for (int i = 0; i < NB; ++i)
     for (int r = 0; r < R; ++r) {
@@ -153,11 +106,32 @@ bool softmax_group(T* const* x) noexcept {
   }
   return true;
 }
+
+// softmax_group for one row of one to four full batches (n = 64 floats with AVX-512); otherwise
+// only the NaN check and max (clean_max). Returns true when the row is done.
+template <class T>
+bool softmax_in_registers(T* x, Index n, T& m) noexcept {
+  using B = batch<T>;
+  constexpr Index width = Index(B::size);
+  if (n < width || n % width != 0 || n > 4 * width) {
+    m = clean_max(x, n);
+    return false;
+  }
+  switch (n / width) {
+    case 1: return softmax_group<1, 1, B>(&x, &m);
+    case 2: return softmax_group<1, 2, B>(&x, &m);
+    case 3: return softmax_group<1, 3, B>(&x, &m);
+    default: return softmax_group<1, 4, B>(&x, &m);
+  }
+}
+
 #endif
 }  // namespace impl
 
 /// The slots a query may not read set to −∞ in place: those outside `range`'s one or two ranges,
-/// and, when `mask`, the slots not written. The first half of softmax_slots.
+/// and, when `mask`, the slots not written. The first half of softmax_slots. It runs for every head
+/// of every decode step, so its loops read the count once and do not branch per slot (the written
+/// flags are bytes, which may alias the logits).
 template <class T>
 void mask_slots(T* logits, Index n, const std::uint8_t* written, bool mask, SlotRange range) noexcept {
   constexpr T inf = std::numeric_limits<T>::infinity();
@@ -204,9 +178,10 @@ bool softmax_masked(T* logits, Index n) noexcept {
 }
 
 /// softmax_masked over `count` rows (row i at rows + i · ld), already masked: ok[i] is row i's
-/// result (`ok` may be null: a row with no readable slot is all zero either way). Rows of one to four full batches go four at a time through one interleaved pass
-/// (impl::softmax_group), the same bits as a row at a time; a long call's reads (the non-causal
-/// read, the causal chunk) have many rows to give it, a decode step one.
+/// result (`ok` may be null: a row with no readable slot is all zero either way). Rows of one to
+/// four full batches go four at a time through one interleaved pass (impl::softmax_group), the
+/// same bits as a row at a time; a long call's reads (the non-causal read, the causal chunk) have
+/// many rows to give it, a decode step one per head.
 template <class T>
 void softmax_rows(T* rows, Index ld, Index count, Index n, bool* ok) noexcept {
   Index i = 0;
@@ -217,7 +192,8 @@ void softmax_rows(T* rows, Index ld, Index count, Index n, bool* ok) noexcept {
     constexpr int NB = decltype(batches)::value;
     for (; i + 4 <= count; i += 4) {
       T* const x[4] = {rows + i * ld, rows + (i + 1) * ld, rows + (i + 2) * ld, rows + (i + 3) * ld};
-      const bool all = impl::softmax_group<4, NB, B>(x);
+      T top[4];
+      const bool all = impl::softmax_group<4, NB, B>(x, top);
       for (Index r = i; r < i + 4; ++r) {
         const bool read = all || softmax_masked(rows + r * ld, n);
         if (ok) ok[r] = read;
@@ -242,8 +218,6 @@ void softmax_rows(T* rows, Index ld, Index count, Index n, bool* ok) noexcept {
 // and only written ones when `mask`); unreadable slots get exactly 0. The max is subtracted first,
 // so every exponent is ≤ 0 and the sum is ≥ 1: the division can never be by zero. Returns false
 // when no slot is readable, in which case p is all zero and the read is the zero vector (never NaN).
-// It runs for every head of every decode step, so its loops read the count once and do not
-// branch per slot (the written flags are bytes, which may alias the logits).
 template <class T>
 bool softmax_slots(T* logits, Index n, const std::uint8_t* written, bool mask, SlotRange range) {
   mask_slots(logits, n, written, mask, range);
