@@ -441,6 +441,41 @@ TEMPLATE_TEST_CASE("hsum4 is four hsums bit for bit; hmax is the largest lane", 
     }
   }
 }
+
+TEMPLATE_TEST_CASE("hsum16 puts each batch's sum in its own place", "[kernel][rows]", float, double) {
+  using T = TestType;
+  using B = abc::kernel::batch<T>;
+  constexpr Index w = Index(B::size);
+  for (std::uint64_t seed = 60; seed < 80; ++seed) {
+    INFO("seed = " << seed);
+    // Small integers first: every order of the additions gives the exact sum, so a sum that lands
+    // in another batch's place (the tree's lane order) shows as a wrong value.
+    std::vector<T> v(static_cast<std::size_t>(16 * w));
+    for (Index i = 0; i < 16 * w; ++i) v[std::size_t(i)] = T((i / w) * 100 + i % w + Index(seed % 7));
+    B b[16];
+    for (int k = 0; k < 16; ++k) b[k] = B::load_unaligned(v.data() + k * w);
+    T sums[16];
+    abc::kernel::impl::hsum16(b, sums);
+    for (int k = 0; k < 16; ++k) {
+      double want = 0;
+      for (Index i = 0; i < w; ++i) want += double(v[std::size_t(k * w + i)]);
+      REQUIRE(double(sums[k]) == want);
+    }
+    // Magnitudes over many octaves: each sum within the rounding of w − 1 additions.
+    v = data<T>(16 * w, seed);
+    for (Index i = 0; i < 16 * w; ++i) v[std::size_t(i)] *= T(std::ldexp(1.0, int(i % 23) - 11));
+    for (int k = 0; k < 16; ++k) b[k] = B::load_unaligned(v.data() + k * w);
+    abc::kernel::impl::hsum16(b, sums);
+    for (int k = 0; k < 16; ++k) {
+      double want = 0, size = 0;
+      for (Index i = 0; i < w; ++i) {
+        want += double(v[std::size_t(k * w + i)]);
+        size += std::abs(double(v[std::size_t(k * w + i)]));
+      }
+      REQUIRE(std::abs(double(sums[k]) - want) <= double(w) * double(std::numeric_limits<T>::epsilon()) * size);
+    }
+  }
+}
 #endif
 
 TEMPLATE_TEST_CASE("chunk_scores matches the scalar oracle bit for bit and its definition", "[kernel][rows]", float,

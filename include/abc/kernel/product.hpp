@@ -80,24 +80,6 @@ void product(const ProductArgs<T>& x, T alpha) noexcept {
 
 #ifndef ABC_NO_SIMD
 namespace impl {
-// A batch the compiler must hold in a register: without this, GCC folds each load of B into every
-// multiply-add that uses it (MR loads per batch instead of one), and the loads, not the
-// multiply-adds, bound the loop.
-template <class B>
-ABC_FORCE_INLINE B in_register(B x) noexcept {
-#  if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-  auto r = static_cast<typename B::register_type>(x);
-#    ifdef __AVX512F__
-  asm("" : "+v"(r));  // any of the 32 registers
-#    else
-  asm("" : "+x"(r));
-#    endif
-  return B(r);
-#  else
-  return x;
-#  endif
-}
-
 // How a tile's sums reach C: C = α · sum, C = C + sum, or C = C · s + sum for s a per-row or a
 // per-column scale (one multiply-add per entry).
 enum class Fold { assign, add, row_scaled, col_scaled };

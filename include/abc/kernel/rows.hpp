@@ -118,7 +118,7 @@ ABC_FORCE_INLINE void rows_dot_group(const RowAt row_at, Index i, Index n, const
   for (int k = 0; k < M; ++k) r[k] = row_at(i + k);
   B acc[4] = {B(T(0)), B(T(0)), B(T(0)), B(T(0))};
   for (Index j = 0; j < full; j += width) {
-    const B xv = B::load_unaligned(x + j);
+    const B xv = in_register(B::load_unaligned(x + j));
     for (int k = 0; k < M; ++k) acc[k] = impl::fma(B::load_unaligned(r[k] + j), xv, acc[k]);
   }
   // No tail: the sums go straight to out (a sum that starts at +0 is never −0, so the empty tail's
@@ -163,8 +163,9 @@ void rows_dot(const T* rows, Index ld, Index count, Index n, const T* x, T* out)
 #ifndef ABC_NO_SIMD
 namespace impl {
 // Rows t0 … t0 + 3 of X against rows i0 … i0 + CB − 1 of Y: the 4 · CB sums in registers, each
-// pair of rows' batches loaded once for the block, the sums reduced four at a time (hsum4). Rows
-// past the last are read as the last (valid memory; the caller stores only real entries).
+// pair of rows' batches loaded once for the block (and held in a register for the multiply-adds
+// that use it), the sums reduced together (hsum16; hsum4 for 4 × 2). Rows past the last are read
+// as the last (valid memory; the caller stores only real entries).
 template <int CB, class B, class T>
 ABC_FORCE_INLINE void lower_dots_block(const T* x, Index ldx, const T* y, Index ldy, Index t0, Index i0, Index c,
                                        Index n, T* sums) noexcept {
@@ -179,20 +180,23 @@ ABC_FORCE_INLINE void lower_dots_block(const T* x, Index ldx, const T* y, Index 
     for (int q = 0; q < CB; ++q) acc[r][q] = B(T(0));
   for (Index j = 0; j < full; j += width) {
     B yv[CB];
-    for (int q = 0; q < CB; ++q) yv[q] = B::load_unaligned(yr[q] + j);
+    for (int q = 0; q < CB; ++q) yv[q] = in_register(B::load_unaligned(yr[q] + j));
     for (int r = 0; r < 4; ++r) {
-      const B xv = B::load_unaligned(xr[r] + j);
+      const B xv = in_register(B::load_unaligned(xr[r] + j));
       for (int q = 0; q < CB; ++q) acc[r][q] = impl::fma(xv, yv[q], acc[r][q]);
     }
   }
+  if constexpr (CB == 4) {
+    hsum16(&acc[0][0], sums);  // sums[4r + q] for acc[r][q]
+    if (full < n)
+      for (int r = 0; r < 4; ++r)
+        for (int q = 0; q < 4; ++q) sums[r * 4 + q] += scalar::dot(xr[r] + full, yr[q] + full, n - full);
+    return;
+  }
+  const B zero(T(0));
   for (int r = 0; r < 4; ++r) {
     T* out = sums + r * 4;
-    if constexpr (CB == 4) {
-      hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3], out);
-    } else {
-      const B zero(T(0));
-      hsum4(acc[r][0], acc[r][1], zero, zero, out);
-    }
+    hsum4(acc[r][0], acc[r][1], zero, zero, out);
     if (full < n)
       for (int q = 0; q < CB; ++q) out[q] += scalar::dot(xr[r] + full, yr[q] + full, n - full);
   }
@@ -203,7 +207,7 @@ ABC_FORCE_INLINE void lower_dots_block(const T* x, Index ldx, const T* y, Index 
 /// The lower triangle of X Yᵀ for c rows of each (width n; row t of X at x + t · ldx, row i of Y at
 /// y + i · ldy): out(t, i) = x_t · y_i for i ≤ t, and 0 above the diagonal (row t at out + t · ldo).
 /// Blocks of 4 × 4 dots (4 × 2 with 16-register ISAs), so each batch loaded feeds four or two
-/// multiply-adds and one reduction ends four sums: a causal chunk's q · k and p · u triangles.
+/// multiply-adds and one reduction ends the block's sums: a causal chunk's q · k and p · u triangles.
 template <class T>
 void lower_dots(const T* x, Index ldx, const T* y, Index ldy, Index c, Index n, T* out, Index ldo) noexcept {
 #ifdef ABC_NO_SIMD

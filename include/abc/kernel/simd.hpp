@@ -117,6 +117,24 @@ ABC_FORCE_INLINE B fma(const B& x, const B& y, const B& z) noexcept {
   return xsimd::fma(x, y, z);
 }
 
+// A batch the compiler must hold in a register: without this, GCC folds the load of a batch that
+// several multiply-adds read into each of them as a memory operand (one load per use instead of
+// one), and the loads, not the multiply-adds, bound the loop (a product tile, a block of dots).
+template <class B>
+ABC_FORCE_INLINE B in_register(B x) noexcept {
+#  if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  auto r = static_cast<typename B::register_type>(x);
+#    ifdef __AVX512F__
+  asm("" : "+v"(r));  // any of the 32 registers
+#    else
+  asm("" : "+x"(r));
+#    endif
+  return B(r);
+#  else
+  return x;
+#  endif
+}
+
 // Horizontal sum: xsimd 8 calls it hadd, later versions reduce_add.
 template <class B>
 auto hsum(const B& b) noexcept {
@@ -170,6 +188,38 @@ ABC_FORCE_INLINE void hsum4(const B& b0, const B& b1, const B& b2, const B& b3, 
     out[2] = hsum(b2);
     out[3] = hsum(b3);
   }
+}
+
+// The horizontal sums of sixteen batches, b[k]'s into out[k]. For AVX-512 float batches, one tree
+// of shuffles and additions that halves the lanes of all sixteen sums together (fifteen additions
+// in place of hsum4's four reductions of four; each sum added in another order than hsum's); for
+// other batches, four hsum4s.
+template <class B, class T>
+ABC_FORCE_INLINE void hsum16(const B* b, T* out) noexcept {
+#  if defined(__AVX512F__)
+  if constexpr (std::is_same<T, float>::value && B::size == 16) {
+    // Fed in the 4 × 4 transposed order (b[4r + q] at 4q + r), the tree's lanes come out in b's.
+    __m512 x[16];
+    for (int r = 0; r < 4; ++r)
+      for (int q = 0; q < 4; ++q) x[4 * q + r] = b[4 * r + q];
+    __m512 y[8];  // 256-bit halves added: two sums' 8 partial lanes per register
+    for (int k = 0; k < 8; ++k)
+      y[k] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * k], x[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                           _mm512_shuffle_f32x4(x[2 * k], x[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 z[4];  // 128-bit quarters added: four sums' 4 lanes per register
+    for (int k = 0; k < 4; ++k)
+      z[k] = _mm512_add_ps(_mm512_shuffle_f32x4(y[2 * k], y[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                           _mm512_shuffle_f32x4(y[2 * k], y[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    __m512 w[2];  // pairs within each 128-bit lane: eight sums' 2 lanes per register
+    for (int k = 0; k < 2; ++k)
+      w[k] = _mm512_add_ps(_mm512_shuffle_ps(z[2 * k], z[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                           _mm512_shuffle_ps(z[2 * k], z[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    _mm512_storeu_ps(out, _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                        _mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1))));
+    return;
+  }
+#  endif
+  for (int k = 0; k < 16; k += 4) hsum4(b[k], b[k + 1], b[k + 2], b[k + 3], out + k);
 }
 
 // The largest lane of a batch without NaN (max is exact, so the order does not change it): with
