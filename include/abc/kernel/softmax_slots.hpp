@@ -131,9 +131,11 @@ bool softmax_in_registers(T* x, Index n, T& m) noexcept {
 /// The slots a query may not read set to −∞ in place: those outside `range`'s one or two ranges,
 /// and, when `mask`, the slots not written. The first half of softmax_slots. It runs for every head
 /// of every decode step, so its loops read the count once and do not branch per slot (the written
-/// flags are bytes, which may alias the logits).
+/// flags are bytes, which may alias the logits). `range` is taken by reference: by value, its four
+/// indices went to the call as one 32-byte copy read back right after the four 8-byte stores that
+/// built it, which the store buffer cannot forward (a stall on every call).
 template <class T>
-void mask_slots(T* logits, Index n, const std::uint8_t* written, bool mask, SlotRange range) noexcept {
+void mask_slots(T* logits, Index n, const std::uint8_t* written, bool mask, const SlotRange& range) noexcept {
   constexpr T inf = std::numeric_limits<T>::infinity();
   if (range.hi2 > range.lo2) {
     // Two ranges (rare): one pass over every slot.
@@ -219,7 +221,7 @@ void softmax_rows(T* rows, Index ld, Index count, Index n, bool* ok) noexcept {
 // so every exponent is ≤ 0 and the sum is ≥ 1: the division can never be by zero. Returns false
 // when no slot is readable, in which case p is all zero and the read is the zero vector (never NaN).
 template <class T>
-bool softmax_slots(T* logits, Index n, const std::uint8_t* written, bool mask, SlotRange range) {
+bool softmax_slots(T* logits, Index n, const std::uint8_t* written, bool mask, const SlotRange& range) {
   mask_slots(logits, n, written, mask, range);
   return softmax_masked(logits, n);
 }
