@@ -193,6 +193,44 @@ void check_decay_blocks() {
     }
 }
 
+// Pass::overwrite, the read pass of a ring buffer's step: slot l's entries become weight · x_j as
+// the pass goes, which must give the bits of writing the row first and then reading (apply_sparse's
+// order): the entries, every dot, and the entries around the block untouched. The slot falls at
+// each end of a full block, of a single batch, of a narrower batch and of the scalar tail, and
+// outside the block (then the pass only reads).
+template <class T>
+void check_overwrite_blocks() {
+  const Index wd = width<T>();
+  const std::vector<Index> counts = {1, wd - 1, wd, wd + 1, 4 * wd, 4 * wd + 1, 5 * wd + 3, 64};
+  const std::vector<Index> widths = {1, wd + 1, 5 * wd + 3, 64};
+  for (Index n : counts)
+    for (Index d : widths) {
+      if (d < 1 || n < 1) continue;
+      std::vector<Index> slots = {-1, n, 0, n - 1, n / 2};
+      for (Index edge : {wd - 1, wd, 4 * wd - 1, 4 * wd, 5 * wd - 1, 5 * wd, 5 * wd + wd / 2})
+        if (edge < n) slots.push_back(edge);
+      for (Index slot : slots) {
+        INFO("n = " << n << ", d = " << d << ", slot = " << slot);
+        const T scale = T(0.125), weight = T(0.75);
+        const auto x = data<T>(d, 43), q = data<T>(d, 44);
+        const Index ld = n + 3, off = 1, size = off + d * ld;
+        auto cols_a = data<T>(size, 40), cols_b = cols_a;
+        std::vector<T> dots_a(static_cast<size_t>(n)), dots_b = dots_a;
+        const T* none = nullptr;  // an overwrite reads no decays or writes
+        abc::kernel::columns_pass<abc::kernel::Pass::overwrite>(cols_a.data() + off, ld, n, d, none, none, x.data(),
+                                                                q.data(), scale, dots_a.data(),
+                                                                abc::kernel::OneWrite<T>{slot, weight});
+        if (slot >= 0 && slot < n)
+          for (Index j = 0; j < d; ++j) cols_b[size_t(off + j * ld + slot)] = weight * x[size_t(j)];
+        const std::vector<T> unused(static_cast<size_t>(n));
+        abc::kernel::columns_pass<abc::kernel::Pass::read>(cols_b.data() + off, ld, n, d, unused.data(), unused.data(),
+                                                           x.data(), q.data(), scale, dots_b.data());
+        REQUIRE(cols_a == cols_b);
+        REQUIRE(dots_a == dots_b);
+      }
+    }
+}
+
 // The scalar oracles themselves, against float64 plain loops of the definitions.
 template <bool Update, class T>
 void check_scalar_blocks_against_definition() {
@@ -234,6 +272,11 @@ TEMPLATE_TEST_CASE("columns_dot and rows_axpy match the scalar oracle over whole
 TEMPLATE_TEST_CASE("the decay passes of a gated sparse step equal the dense update passes", "[kernel][rows]", float,
                    double) {
   check_decay_blocks<TestType>();
+}
+
+TEMPLATE_TEST_CASE("a read pass that overwrites one slot equals the write followed by a read, bit for bit",
+                   "[kernel][rows]", float, double) {
+  check_overwrite_blocks<TestType>();
 }
 
 TEMPLATE_TEST_CASE("the scalar block kernels compute their definitions", "[kernel][rows]", float, double) {

@@ -48,6 +48,20 @@ void mark_sparse(const SparseWrite<T, W>& s, std::vector<std::uint8_t>& written)
   }
 }
 
+// The rows one token of a sparse schedule writes in one matrix (K̃ or Ṽ, x the token's key or
+// value), in the writes' order, without decay_all or the marks: apply_sparse's part per matrix.
+template <class T, int W, class M>
+void write_sparse_rows(M& m, const SparseWrite<T, W>& s, VectorRef<T> x) {
+  for (int j = 0; j < s.count; ++j) {
+    const SlotWrite<T>& w = s.writes[static_cast<std::size_t>(j)];
+    auto row = m.row(w.slot);
+    if (w.decay == T(0))  // a ring-buffer overwrite: no read of the old row at all
+      row.noalias() = w.weight * x.transpose();
+    else
+      row = w.decay * row + w.weight * x.transpose();
+  }
+}
+
 // One token of a sparse schedule: O(count · d), plus O(n · d) only when every slot decays.
 template <class T, int W>
 void apply_sparse(MemoryView<T> m, const SparseWrite<T, W>& s, VectorRef<T> k, VectorRef<T> v) {
@@ -55,18 +69,8 @@ void apply_sparse(MemoryView<T> m, const SparseWrite<T, W>& s, VectorRef<T> k, V
     m.keys *= s.decay_all;
     m.values *= s.decay_all;
   }
-  for (int j = 0; j < s.count; ++j) {
-    const SlotWrite<T>& w = s.writes[static_cast<std::size_t>(j)];
-    auto kr = m.keys.row(w.slot);
-    auto vr = m.values.row(w.slot);
-    if (w.decay == T(0)) {  // a ring-buffer overwrite: no read of the old row at all
-      kr.noalias() = w.weight * k.transpose();
-      vr.noalias() = w.weight * v.transpose();
-    } else {
-      kr = w.decay * kr + w.weight * k.transpose();
-      vr = w.decay * vr + w.weight * v.transpose();
-    }
-  }
+  write_sparse_rows(m.keys, s, k);
+  write_sparse_rows(m.values, s, v);
   mark_sparse(s, m.written);
 }
 

@@ -313,19 +313,47 @@ void chunk_scores(T* e, Index n, Index t, const T* a, const T* w, const T* g, T*
 /// a_l · entry + w_l · x_j (`update`), or the decay of a sparse schedule (`decay`): a_l · entry, and
 /// the update only in the slots with a write (w_l ≠ 0), so a slot with no write costs one multiply
 /// per entry, not two. `decay` differs from `update` at most in the sign of a zero entry (a_l · entry
-/// against a_l · entry + 0 · x_j).
-enum class Pass { read, update, decay };
+/// against a_l · entry + 0 · x_j). `overwrite`: one slot's entries replaced by weight · x_j (a ring
+/// buffer's write, given as a OneWrite), every other entry only read.
+enum class Pass { read, update, decay, overwrite };
+
+/// The slot a Pass::overwrite replaces (counted from the pass's first slot; none when outside the
+/// pass's slots) and the weight of its new row.
+template <class T>
+struct OneWrite {
+  Index slot = -1;
+  T weight = T(0);
+  /// The same write, counted from slot `first`.
+  OneWrite from(Index first) const noexcept { return {slot - first, weight}; }
+};
+
+/// The row of slot `one.slot` of an n × d column-major block (column j at cols + j · ld) set to
+/// weight · x, where it is one of the block's n slots.
+template <class T, class S>
+void overwrite_row(S* cols, Index ld, Index n, Index d, const OneWrite<T>& one, const T* x) noexcept {
+  if (one.slot < 0 || one.slot >= n) return;
+  for (Index j = 0; j < d; ++j) store_elem(cols + one.slot + j * ld, one.weight * x[j]);
+}
 
 #ifndef ABC_NO_SIMD
 namespace impl {
 // Slots [0, K·width) of columns_pass: the slots' scores, decays and writes stay in registers while
 // the d columns stream past, two at a time so that each accumulator's chain of multiply-adds is half
-// as long (the pass is otherwise bound by their latency, not by its loads).
+// as long (the pass is otherwise bound by their latency, not by its loads). Pass::overwrite blends
+// the new entry into the batch that holds the slot and stores that batch: the new row stored alone
+// beforehand would be d single-entry stores that these batch loads cannot be forwarded from (each
+// would wait for its store to reach the cache).
 template <int K, Pass P, class B, class T, class S>
-void dot_columns(S* cols, Index ld, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
-                 T* dots) noexcept {
+void dot_columns(S* cols, Index ld, Index d, const T* a, const T* w, const T* x, const T* q, T scale, T* dots,
+                 const OneWrite<T>& one = {}) noexcept {
   constexpr Index width = Index(B::size);
-  constexpr bool update = P != Pass::read;
+  constexpr bool update = P == Pass::update || P == Pass::decay;
+  constexpr bool overwrite = P == Pass::overwrite;
+  if constexpr (overwrite)
+    if (one.slot < 0 || one.slot >= K * width) return dot_columns<K, Pass::read, B>(cols, ld, d, a, w, x, q, scale, dots);
+  const Index hit = overwrite ? one.slot / width : -1;  // the batch holding the overwritten slot
+  const auto in_slot = impl::lane_indices<B>() == B(T(overwrite ? one.slot % width : 0));
+  const B weight(one.weight);
   B acc[K], acc2[K], av[K], wv[K];  // av, wv: used only when updating
   bool wrote[K];                    // Pass::decay: whether batch c holds a slot with a write
   for (int c = 0; c < K; ++c) {
@@ -347,16 +375,24 @@ void dot_columns(S* cols, Index ld, Index d, const T* a, const T* w, const T* x,
         sum[c] = impl::fma(r, qb, sum[c]);
       }
     } else {
-      (void)xj;
-      for (int c = 0; c < K; ++c) sum[c] = impl::fma(load_batch<B>(col + c * width), qb, sum[c]);
+      for (int c = 0; c < K; ++c) {
+        B e = load_batch<B>(col + c * width);
+        if constexpr (overwrite)
+          if (c == hit) {
+            e = xsimd::select(in_slot, weight * B(xj), e);
+            store_batch(col + c * width, e);
+          }
+        sum[c] = impl::fma(e, qb, sum[c]);
+      }
     }
   };
+  constexpr bool uses_x = P != Pass::read;
   Index j = 0;
   for (; j + 2 <= d; j += 2) {
-    column(cols + j * ld, q[j], update ? x[j] : T(0), acc);
-    column(cols + (j + 1) * ld, q[j + 1], update ? x[j + 1] : T(0), acc2);
+    column(cols + j * ld, q[j], uses_x ? x[j] : T(0), acc);
+    column(cols + (j + 1) * ld, q[j + 1], uses_x ? x[j + 1] : T(0), acc2);
   }
-  if (j < d) column(cols + j * ld, q[j], update ? x[j] : T(0), acc);
+  if (j < d) column(cols + j * ld, q[j], uses_x ? x[j] : T(0), acc);
   const B sv(scale);
   for (int c = 0; c < K; ++c) (sv * (acc[c] + acc2[c])).store_unaligned(dots + c * width);
 }
@@ -457,23 +493,31 @@ void weighted_rows(const S* rows, Index ld, Index n, Index dv, const T* p, T* ou
 /// (64 floats with AVX-512), then single batches, keep their sums, decays and writes in registers,
 /// so no slot's score needs a horizontal sum. The slots past the last full batch take a batch of
 /// each narrower width that fits (impl::half_batch), and the last few the scalar path (which updates
-/// `decay` slots as `update` does).
+/// `decay` slots as `update` does, and takes an overwritten row written beforehand: its single
+/// loads are forwarded from single stores). `one` is Pass::overwrite's write; a, w are not read.
 template <Pass P, class T, class S>
 void columns_pass(S* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
-                  T* dots) noexcept {
-  constexpr bool update = P != Pass::read;
+                  T* dots, const OneWrite<T>& one = {}) noexcept {
+  constexpr bool update = P == Pass::update || P == Pass::decay;
+  constexpr bool overwrite = P == Pass::overwrite;
 #ifdef ABC_NO_SIMD
+  if constexpr (overwrite) overwrite_row(cols, ld, n, d, one, x);
   scalar::columns_dot<update>(cols, ld, n, d, a, w, x, q, scale, dots);
 #else
   using B = batch<T>;
   constexpr Index width = Index(B::size);
+  const auto at_slot = [&](const T* p, Index l) { return overwrite ? p : p + l; };  // (overwrite: a, w may be null)
   Index l = 0;
   for (; l + 4 * width <= n; l += 4 * width)
-    impl::dot_columns<4, P, B>(cols + l, ld, d, a + l, w + l, x, q, scale, dots + l);
+    impl::dot_columns<4, P, B>(cols + l, ld, d, at_slot(a, l), at_slot(w, l), x, q, scale, dots + l, one.from(l));
   l = impl::for_batches<B>(l, n, [&](auto tag, Index at) {
-    impl::dot_columns<1, P, typename decltype(tag)::type>(cols + at, ld, d, a + at, w + at, x, q, scale, dots + at);
+    impl::dot_columns<1, P, typename decltype(tag)::type>(cols + at, ld, d, at_slot(a, at), at_slot(w, at), x, q,
+                                                          scale, dots + at, one.from(at));
   });
-  if (l < n) scalar::columns_dot<update>(cols + l, ld, n - l, d, a + l, w + l, x, q, scale, dots + l);
+  if (l < n) {
+    if constexpr (overwrite) overwrite_row(cols + l, ld, n - l, d, one.from(l), x);
+    scalar::columns_dot<update>(cols + l, ld, n - l, d, at_slot(a, l), at_slot(w, l), x, q, scale, dots + l);
+  }
 #endif
 }
 
@@ -712,11 +756,13 @@ void with_heads(Index h, const F& f) {
 /// gives on the memory widened to T. q(h) and dots(h) give each query's d entries and n dots.
 template <Pass P, class T, class S, class QueryOf, class DotsOf>
 void columns_pass_heads(S* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, Index heads,
-                        const QueryOf& q, T scale, const DotsOf& dots) noexcept {
+                        const QueryOf& q, T scale, const DotsOf& dots, const OneWrite<T>& one = {}) noexcept {
   if constexpr (std::is_same<S, T>::value) {
-    columns_pass<P>(cols, ld, n, d, a, w, x, q(0), scale, dots(0));
+    columns_pass<P>(cols, ld, n, d, a, w, x, q(0), scale, dots(0), one);
     for (Index g = 1; g < heads; ++g) columns_pass<Pass::read>(cols, ld, n, d, a, w, x, q(g), scale, dots(g));
   } else {
+    static_assert(P != Pass::overwrite, "a memory stored in another type takes no one-slot overwrite");
+    (void)one;
     ABC_ASSERT(heads >= 1 && heads <= max_shared_heads, "a memory stored in another type is read by at most four queries");
     if (heads == 1) return columns_pass<P>(cols, ld, n, d, a, w, x, q(0), scale, dots(0));
     const T* qs[max_shared_heads];

@@ -244,6 +244,15 @@ ABC_FORCE_INLINE auto hmax(const B& b) noexcept {
     return m;
   }
 }
+
+// Lanes 0, 1, …, size − 1 of a batch of T.
+template <class B>
+ABC_FORCE_INLINE B lane_indices() noexcept {
+  using T = typename B::value_type;
+  static_assert(B::size <= 16, "a batch of at most 16 lanes");
+  alignas(64) static constexpr T index[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  return B::load_aligned(index);
+}
 }  // namespace impl
 #endif
 

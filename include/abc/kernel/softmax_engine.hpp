@@ -236,9 +236,23 @@ class SoftmaxEngine {
       if constexpr (may_decay_all)
         decay_pass = sw.decay_all != T(1) && sparse_as_dense(sw, n, a, w, Access::written(s));
       if (!decay_pass) {
-        apply_sparse<T, Control::max_writes>(view(s), sw, VectorRef<T>(Eigen::Map<const Vector<T>>(k, d)),
-                                             VectorRef<T>(Eigen::Map<const Vector<T>>(v, dv)));
-        columns_pass_heads<Pass::read>(keys, n, n, d, a, w, k, heads, query, sc, scores);
+        const VectorRef<T> key(Eigen::Map<const Vector<T>>(k, d));
+        const VectorRef<T> value(Eigen::Map<const Vector<T>>(v, dv));
+        const SlotWrite<T>& first = sw.writes[0];
+        if (sw.decay_all == T(1) && sw.count == 1 && first.decay == T(0)) {
+          // A ring buffer's write (one slot overwritten, nothing else decays): Ṽ's row and the marks
+          // first, so that their stores reach the cache before the masking and the Ṽ pass load
+          // them; K̃'s row by the read pass as it goes (Pass::overwrite), the entries and scores
+          // exactly those of apply_sparse followed by a read.
+          MemoryView<T> m = view(s);
+          write_sparse_rows(m.values, sw, value);
+          mark_sparse(sw, m.written);
+          columns_pass_heads<Pass::overwrite>(keys, n, n, d, a, w, k, heads, query, sc, scores,
+                                              OneWrite<T>{first.slot, first.weight});
+        } else {
+          apply_sparse<T, Control::max_writes>(view(s), sw, key, value);
+          columns_pass_heads<Pass::read>(keys, n, n, d, a, w, k, heads, query, sc, scores);
+        }
       } else if constexpr (may_decay_all) {
         columns_pass_heads<Pass::decay>(keys, n, n, d, a, w, k, heads, query, sc, scores);
       }
