@@ -51,7 +51,7 @@ void mark_sparse(const SparseWrite<T, W>& s, std::vector<std::uint8_t>& written)
 // The rows one token of a sparse schedule writes in one matrix (K̃ or Ṽ, x the token's key or
 // value), in the writes' order, without decay_all or the marks: apply_sparse's part per matrix.
 template <class T, int W, class M>
-void write_sparse_rows(M& m, const SparseWrite<T, W>& s, VectorRef<T> x) {
+ABC_FORCE_INLINE void write_sparse_rows(M& m, const SparseWrite<T, W>& s, VectorRef<T> x) {
   for (int j = 0; j < s.count; ++j) {
     const SlotWrite<T>& w = s.writes[static_cast<std::size_t>(j)];
     auto row = m.row(w.slot);
