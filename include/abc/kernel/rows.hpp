@@ -342,10 +342,11 @@ namespace impl {
 // as long (the pass is otherwise bound by their latency, not by its loads). Pass::overwrite blends
 // the new entry into the batch that holds the slot and stores that batch: the new row stored alone
 // beforehand would be d single-entry stores that these batch loads cannot be forwarded from (each
-// would wait for its store to reach the cache).
+// would wait for its store to reach the cache). Inlined into columns_pass: g++ called the updating
+// pass's block out of line, which made ABC-MLP's step slower (bench/README.md, round twenty-one).
 template <int K, Pass P, class B, class T, class S>
-void dot_columns(S* cols, Index ld, Index d, const T* a, const T* w, const T* x, const T* q, T scale, T* dots,
-                 const OneWrite<T>& one = {}) noexcept {
+ABC_FORCE_INLINE void dot_columns(S* cols, Index ld, Index d, const T* a, const T* w, const T* x, const T* q,
+                                  T scale, T* dots, const OneWrite<T>& one = {}) noexcept {
   constexpr Index width = Index(B::size);
   constexpr bool update = P == Pass::update || P == Pass::decay;
   constexpr bool overwrite = P == Pass::overwrite;
