@@ -59,7 +59,8 @@ failed=0
 running=0
 for name in "${names[@]}"; do
   if [ "$name" = pool_omp ]; then  # alone: wait for the others first
-    while [ "$running" -gt 0 ]; do wait -n || true; running=$((running - 1)); done
+    wait
+    running=0
   fi
   while [ "$running" -ge "$jobs" ]; do wait -n || true; running=$((running - 1)); done
   rm -f "$build/fuzz-work/$name/status"
