@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 // abc fuzz: what the harnesses share: the trap on a broken invariant, the fuzz-input reader, the
-// check that only library errors are thrown, and a NaN-aware magnitude.
+// check that only library errors are thrown, a NaN-aware magnitude, and a state compared bit for bit.
 #pragma once
 
 #include <abc/error.hpp>
+#include <abc/state.hpp>
 #include <abc/types.hpp>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 // A broken invariant traps, so libFuzzer reports it as a crash with the input that caused it.
@@ -94,6 +96,22 @@ double max_abs(const abc::Matrix<T>& m) {
     r = std::isnan(a) ? std::numeric_limits<double>::infinity() : std::max(r, a);
   }
   return r;
+}
+
+// "Unchanged" means bit for bit. operator== compares IEEE values, and a state may legitimately
+// hold ±inf or NaN after finite inputs whose products overflow the type (1e30 · 1e30 in float).
+template <class T>
+bool same_bits(const abc::State<T>& a, const abc::State<T>& b) {
+  auto eq = [](const auto& x, const auto& y) {  // one storage order on both sides
+    return x.rows() == y.rows() && x.cols() == y.cols() &&
+           (x.size() == 0 || std::memcmp(x.data(), y.data(), sizeof(T) * std::size_t(x.size())) == 0);
+  };
+  if (a.position() != b.position() || !eq(a.keys(), b.keys()) || !eq(a.values(), b.values()) ||
+      !eq(a.slot_state(), b.slot_state()))
+    return false;
+  for (Index l = 0; l < a.num_slots(); ++l)
+    if (a.written(l) != b.written(l) || a.slot_position(l) != b.slot_position(l)) return false;
+  return true;
 }
 
 }  // namespace abc_fuzz

@@ -40,23 +40,9 @@ namespace {
 
 using abc::Index;
 
-// "Unchanged" means bit for bit. operator== compares IEEE values, and a state may legitimately
-// hold ±inf or NaN after finite inputs whose products overflow the type (1e30 · 1e30 in float);
-// the finiteness invariant below is asserted only for inputs that cannot overflow.
-template <class T>
-bool same_bits(const abc::State<T>& a, const abc::State<T>& b) {
-  auto eq = [](const auto& x, const auto& y) {  // one storage order on both sides
-    return x.rows() == y.rows() && x.cols() == y.cols() &&
-           (x.size() == 0 || std::memcmp(x.data(), y.data(), sizeof(T) * std::size_t(x.size())) == 0);
-  };
-  if (a.position() != b.position() || !eq(a.keys(), b.keys()) || !eq(a.values(), b.values()) ||
-      !eq(a.slot_state(), b.slot_state()))
-    return false;
-  for (Index l = 0; l < a.num_slots(); ++l)
-    if (a.written(l) != b.written(l) || a.slot_position(l) != b.slot_position(l)) return false;
-  return true;
-}
-
+// "Unchanged" means bit for bit (abc_fuzz::same_bits); the finiteness invariant below is asserted
+// only for inputs that cannot overflow.
+using abc_fuzz::same_bits;
 using abc_fuzz::max_abs;
 using abc_fuzz::Reader;
 using abc_fuzz::throws;

@@ -63,15 +63,7 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {  // NaN-safe:
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), sizeof(T) * a.size()) == 0);
 }
 
-template <class T>
-bool same_bits(const abc::State<T>& a, const abc::State<T>& b) {
-  if (a.position() != b.position() || !same_bits(a.keys(), b.keys()) || !same_bits(a.values(), b.values()) ||
-      !same_bits(a.slot_state(), b.slot_state()))
-    return false;
-  for (Index l = 0; l < a.num_slots(); ++l)
-    if (a.written(l) != b.written(l) || a.slot_position(l) != b.slot_position(l)) return false;
-  return true;
-}
+using abc_fuzz::same_bits;  // a state, bit for bit
 
 // A fuzz-shaped buffer and the view of it a call gets (the view may be refused by HeadTensor).
 template <class T>
