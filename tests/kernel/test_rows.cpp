@@ -279,6 +279,43 @@ TEMPLATE_TEST_CASE("a read pass that overwrites one slot equals the write follow
   check_overwrite_blocks<TestType>();
 }
 
+// A read pass skips the rows whose weight is 0: a row there holding NaN or ±∞ must not reach the
+// output (0 · NaN is NaN). The pass tests the weights once and, when none is 0, reads every row
+// without testing each (kernel::rows_pass): so one zero weight at any place, in a full batch or
+// in the tail, must still be found. The output is compared with the float64 sum of the other rows.
+TEMPLATE_TEST_CASE("a read pass skips every row of weight 0, wherever it is, and reads all rows when none is",
+                   "[kernel][rows]", float, double) {
+  using T = TestType;
+  const Index w = width<T>();
+  for (const Index n : {Index(1), w - 1, w, w + 1, 2 * w + 3, 4 * w, 4 * w + 1, Index(65)}) {
+    for (const Index dv : {Index(1), w, 4 * w + 3}) {
+      const auto rows = ref::random<T>(n, dv, std::uint64_t(100 + n * 7 + dv));
+      const auto weights = ref::random<T>(1, n, std::uint64_t(200 + n));
+      for (Index zero = -1; zero < n; ++zero) {  // −1: no weight is 0
+        std::vector<T> p(weights.data(), weights.data() + n), r(rows.data(), rows.data() + n * dv);
+        for (auto& x : p) x = std::abs(x) + T(0.25);  // positive, never 0
+        if (zero >= 0) {
+          p[size_t(zero)] = T(0);
+          for (Index j = 0; j < dv; ++j)
+            r[size_t(zero * dv + j)] = j % 2 ? std::numeric_limits<T>::quiet_NaN() : std::numeric_limits<T>::infinity();
+        }
+        std::vector<T> out(size_t(dv), T(-7));
+        abc::kernel::rows_pass<abc::kernel::Pass::read>(r.data(), dv, n, dv, static_cast<const T*>(nullptr),
+                                                         static_cast<const T*>(nullptr), static_cast<const T*>(nullptr),
+                                                         p.data(), out.data());
+        for (Index j = 0; j < dv; ++j) {
+          double expect = 0;
+          for (Index l = 0; l < n; ++l)
+            if (l != zero) expect += double(p[size_t(l)]) * double(r[size_t(l * dv + j)]);
+          INFO("n = " << n << ", dv = " << dv << ", zero weight at " << zero << ", column " << j);
+          REQUIRE(std::isfinite(out[size_t(j)]));
+          REQUIRE(std::abs(double(out[size_t(j)]) - expect) <= tol<T>(n) * 4);
+        }
+      }
+    }
+  }
+}
+
 TEMPLATE_TEST_CASE("the scalar block kernels compute their definitions", "[kernel][rows]", float, double) {
   check_scalar_blocks_against_definition<true, TestType>();
   check_scalar_blocks_against_definition<false, TestType>();

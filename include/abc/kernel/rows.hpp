@@ -435,17 +435,36 @@ void axpy_columns(const RowAt row_at, Index j0, Index n, const T* a, const T* w,
   for (int c = 0; c < K; ++c) acc[c].store_unaligned(out + c * width);
 }
 
+// Whether any of x's n entries is zero (of either sign): a batch compare per width entries, one
+// test at the end.
+template <class T>
+bool any_zero(const T* x, Index n) noexcept {
+  using B = batch<T>;
+  constexpr Index width = Index(B::size);
+  Index l = 0;
+  if (n >= width) {
+    auto zero = B::load_unaligned(x) == B(T(0));
+    for (l = width; l + width <= n; l += width) zero = zero || B::load_unaligned(x + l) == B(T(0));
+    if (xsimd::any(zero)) return true;
+  }
+  for (; l < n; ++l)
+    if (x[l] == T(0)) return true;
+  return false;
+}
+
 // Columns [j0, j0 + K·width) of out = Σ_l p_l · row_l for a read-only pass over Ṽ, in two sets of
 // sums: even rows in `sum`, odd rows in `sum2`, added at the end. A read is one multiply-add per
 // batch and row, so with one set it waits on the chain of n dependent multiply-adds of each sum,
-// not on its loads; two halve the chain. Rows with p_l = 0 are not read.
-template <int K, class B, class T, class S>
+// not on its loads; two halve the chain. Rows with p_l = 0 are not read; `Dense` says that no p_l
+// is 0 (impl::any_zero), so that no row tests its weight: the same sums, without a load, compare
+// and branch per row.
+template <int K, bool Dense, class B, class T, class S>
 void read_columns(const S* rows, Index ld, Index j0, Index n, const T* p, T* out) noexcept {
   constexpr Index width = Index(B::size);
   B sum[K], sum2[K];  // two named arrays, not one of two: g++ then keeps both in registers
   for (int c = 0; c < K; ++c) sum[c] = sum2[c] = B(T(0));
   const auto add_row = [&](Index l, B* acc) {
-    if (p[l] == T(0)) return;
+    if (!Dense && p[l] == T(0)) return;
     const S* row = rows + l * ld + j0;
     const B pv(p[l]);
     for (int c = 0; c < K; ++c) acc[c] = impl::fma(pv, load_batch<B>(row + c * width), acc[c]);
@@ -546,11 +565,15 @@ void rows_pass(S* rows, Index ld, Index n, Index dv, const T* a, const T* w, con
     // Two sets of sums (impl::read_columns): not the order of weighted_rows or of an updating pass.
     using B = batch<T>;
     constexpr Index width = Index(B::size);
-    Index j = 0;
-    for (; j + 4 * width <= dv; j += 4 * width) impl::read_columns<4, B>(rows, ld, j, n, p, out + j);
-    j = impl::for_batches<B>(j, dv, [&](auto tag, Index at) {
-      impl::read_columns<1, typename decltype(tag)::type>(rows, ld, at, n, p, out + at);
-    });
+    const auto read = [&](auto dense) {
+      constexpr bool D = decltype(dense)::value;
+      Index j = 0;
+      for (; j + 4 * width <= dv; j += 4 * width) impl::read_columns<4, D, B>(rows, ld, j, n, p, out + j);
+      return impl::for_batches<B>(j, dv, [&](auto tag, Index at) {
+        impl::read_columns<1, D, typename decltype(tag)::type>(rows, ld, at, n, p, out + at);
+      });
+    };
+    const Index j = impl::any_zero(p, n) ? read(std::false_type{}) : read(std::true_type{});
     if (j < dv) scalar::weighted_rows(static_cast<const S*>(rows) + j, ld, n, dv - j, p, out + j);
 #endif
   } else {
