@@ -99,6 +99,28 @@ TEMPLATE_TEST_CASE("non-finite inputs are reported, never spread into the state"
                         ABC_CONTAINS("step: k_t holds a non-finite value"));
     REQUIRE(state == before);
     REQUIRE(attn.validate_step(state, x.q.row(5).transpose(), kt, x.v.row(5).transpose()) == abc::Status::non_finite);
+
+    // A step checks its rows in one pass, then names the one that failed: each of q_t, v_t and a
+    // control input x_t, at its first and last entry.
+    abc::BoundedAttention mlp{abc::control::Mlp<T>(abc::Slots{4}, 5, abc::Seed{1})};
+    auto mlp_state = mlp.make_state(8, 3);
+    const abc::Vector<T> q5 = x.q.row(5).transpose(), k5 = x.k.row(5).transpose(), v5 = x.v.row(5).transpose();
+    const abc::Vector<T> x5 = ref::random<T>(5, 1, 9);
+    for (const Index at : {Index(0), Index(-1)}) {
+      abc::Vector<T> qb = q5, vb = v5, xb = x5;
+      qb(at < 0 ? qb.size() - 1 : at) = bad;
+      vb(at < 0 ? vb.size() - 1 : at) = bad;
+      xb(at < 0 ? xb.size() - 1 : at) = bad;
+      const auto before_mlp = mlp_state;
+      REQUIRE_THROWS_WITH(mlp.step(mlp_state, qb, k5, v5, xb), ABC_CONTAINS("step: q_t holds a non-finite value"));
+      REQUIRE_THROWS_WITH(mlp.step(mlp_state, q5, k5, vb, x5), ABC_CONTAINS("step: v_t holds a non-finite value"));
+      REQUIRE_THROWS_WITH(mlp.step(mlp_state, q5, k5, v5, xb), ABC_CONTAINS("step: x_t holds a non-finite value"));
+      REQUIRE(mlp_state == before_mlp);
+      REQUIRE(mlp.validate_step(mlp_state, q5, k5, v5, xb) == abc::Status::non_finite);
+    }
+    REQUIRE(mlp.validate_step(mlp_state, q5, k5, v5, x5) == abc::Status::ok);
+    mlp.step(mlp_state, q5, k5, v5, x5);
+    REQUIRE(mlp_state.position() == 1);
   }
 }
 

@@ -1089,6 +1089,30 @@ TEMPLATE_TEST_CASE("finite_residue is zero for finite entries and NaN for any Na
         }
     }
   }
+  // Rows of their own lengths anywhere (a decode step's q, k, v and x): each row read to its own
+  // end and no further, a bad entry found in whichever row and place it is.
+  const std::vector<Index> lens = lengths<T>();
+  for (std::size_t a = 0; a + 2 < lens.size(); ++a) {
+    const Index len[3] = {lens[a], lens[a + 1], lens[a + 2] > 100 ? Index(7) : lens[a + 2]};
+    std::vector<std::vector<T>> buf;
+    for (int r = 0; r < 3; ++r) {
+      buf.push_back(data<T>(len[r] + 2, std::uint64_t(50 + r)));
+      buf.back()[std::size_t(len[r] + 1)] = specials[std::size_t(r)];  // just past the row: not read
+    }
+    const T* row[3] = {buf[0].data() + 1, buf[1].data() + 1, buf[2].data() + 1};
+    INFO("lengths " << len[0] << ", " << len[1] << ", " << len[2]);
+    REQUIRE(abc::kernel::finite_residue_each(row, len, 3) == T(0));
+    REQUIRE(abc::kernel::finite_residue_each(row, len, 0) == T(0));
+    for (int r = 0; r < 3; ++r)
+      for (Index j = 0; j < len[r]; ++j) {
+        const T keep = buf[std::size_t(r)][std::size_t(j + 1)];
+        buf[std::size_t(r)][std::size_t(j + 1)] = specials[std::size_t(j + r) % 3];
+        INFO("row " << r << ", entry " << j);
+        REQUIRE(std::isnan(abc::kernel::finite_residue_each(row, len, 3)));
+        REQUIRE(abc::kernel::finite_residue_each(row, len, r) == T(0));  // the rows before it only
+        buf[std::size_t(r)][std::size_t(j + 1)] = keep;
+      }
+  }
 }
 
 TEMPLATE_TEST_CASE("saturate: NaN gives −∞, everything else is clamped to the finite range, bit for bit",

@@ -108,6 +108,13 @@ Problem call_problem(const C& control, CallForm form, const State<scalar_of<C>>*
                            control.max_tokens(), "the control's capacity, max_tokens()");
   }
   if (inputs_finite) return {};  // the caller checked them, all at once
+  if (one && q.rows() == 1 && k.rows() == 1 && v.rows() == 1 && (!x || x->rows() == 1)) {
+    // A decode step's rows in one pass and one test: a pass and a test per row cost more than the
+    // rows' loads. The checks below then run only to name the row that fails.
+    const T* row[4] = {q.data(), k.data(), v.data(), x ? x->data() : nullptr};
+    const Index len[4] = {q.cols(), k.cols(), v.cols(), x ? x->cols() : 0};
+    if (kernel::finite_residue_each(row, len, x ? 4 : 3) == T(0)) return {};
+  }
   if (!keys_only)
     if (auto p = finite_problem(qn, q)) return p;
   if (auto p = finite_problem(kn, k)) return p;

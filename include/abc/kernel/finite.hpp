@@ -13,17 +13,17 @@
 ABC_NAMESPACE_BEGIN
 namespace kernel {
 
-/// Σ x_ij · 0 over `rows` rows of `cols` entries, row i at x + i · stride: ±0 when every entry is
-/// finite, NaN otherwise (∞ · 0 and NaN · 0 are NaN, and NaN absorbs the sum). One multiply-add per
-/// vector and no branch in the loop, so the checks every call runs on its inputs cost a small
-/// fraction of a decode step; the vectors of every row go into the same four accumulators (as many
-/// as keep the multiply-adds' latency covered at one load per cycle) and are tested once, since a
-/// row of one head is short and a test per row would cost more than its loads.
-template <class T>
-T finite_residue_rows(const T* x, Index rows, Index cols, Index stride) noexcept {
+/// Σ x_ij · 0 over `count` rows of their own lengths (row i: n[i] entries at x[i]): ±0 when every
+/// entry is finite, NaN otherwise (∞ · 0 and NaN · 0 are NaN, and NaN absorbs the sum). One
+/// multiply-add per vector and no branch in the loop, so the checks every call runs on its inputs
+/// cost a small fraction of a decode step; the vectors of every row go into the same four
+/// accumulators (as many as keep the multiply-adds' latency covered at one load per cycle) and are
+/// tested once, since a row of one head is short and a test per row would cost more than its loads.
+template <class T, class RowAt, class LengthOf>
+T finite_residue_at(const RowAt& x, const LengthOf& n, Index count) noexcept {
 #ifdef ABC_NO_SIMD
   T acc = T(0);
-  for (Index i = 0; i < rows; ++i) acc += scalar::finite_residue(x + i * stride, cols);
+  for (Index i = 0; i < count; ++i) acc += scalar::finite_residue(x(i), n(i));
   return acc;
 #else
   using B = batch<T>;
@@ -31,8 +31,9 @@ T finite_residue_rows(const T* x, Index rows, Index cols, Index stride) noexcept
   const B zero(T(0));
   B a0 = zero, a1 = zero, a2 = zero, a3 = zero;
   T tail = T(0);
-  for (Index i = 0; i < rows; ++i) {
-    const T* r = x + i * stride;
+  for (Index i = 0; i < count; ++i) {
+    const T* r = x(i);
+    const Index cols = n(i);
     Index j = 0;
     for (; j + 4 * width <= cols; j += 4 * width) {
       a0 = impl::fma(B::load_unaligned(r + j), zero, a0);
@@ -49,6 +50,19 @@ T finite_residue_rows(const T* x, Index rows, Index cols, Index stride) noexcept
   const B acc = (a0 + a1) + (a2 + a3);
   return (xsimd::any(xsimd::isnan(acc)) ? std::numeric_limits<T>::quiet_NaN() : T(0)) + tail;
 #endif
+}
+
+/// finite_residue_at over `rows` rows of `cols` entries, row i at x + i · stride.
+template <class T>
+T finite_residue_rows(const T* x, Index rows, Index cols, Index stride) noexcept {
+  return finite_residue_at<T>([x, stride](Index i) { return x + i * stride; }, [cols](Index) { return cols; }, rows);
+}
+
+/// finite_residue_at over `count` rows, row i of n[i] entries at x[i]: the rows of a decode step (its
+/// query, key, value and control input), checked in one pass and one test.
+template <class T>
+T finite_residue_each(const T* const* x, const Index* n, Index count) noexcept {
+  return finite_residue_at<T>([x](Index i) { return x[i]; }, [n](Index i) { return n[i]; }, count);
 }
 
 /// max_j |x_j| over n entries (0 for none), or NaN when an entry is not finite: the scale of a
