@@ -103,19 +103,28 @@ void product_tile(const ProductArgs<T>& x, Index i0, Index j0, T alpha) noexcept
       for (int c = 0; c < K; ++c) acc[r][c] = impl::fma(av, bv[c], acc[r][c]);
     }
   }
+  // C's pointer, stride and scales read before the first store: a vector store may alias anything,
+  // so fields read through `x` after one would be loaded again for every batch stored.
+  T* const c0 = x.c + i0 * x.ldc + j0;
+  const Index ldc = x.ldc;
   const B al(alpha);
+  B scale[F == Fold::col_scaled ? K : 1];
+  if constexpr (F == Fold::col_scaled)
+    for (int c = 0; c < K; ++c) scale[c] = B::load_unaligned(x.col_scale + j0 + c * width);
+  T row_scale[F == Fold::row_scaled ? MR : 1];
+  if constexpr (F == Fold::row_scaled)
+    for (int r = 0; r < MR; ++r) row_scale[r] = x.row_scale[i0 + r];
   for (int r = 0; r < MR; ++r)
     for (int c = 0; c < K; ++c) {
-      T* out = x.c + (i0 + r) * x.ldc + j0 + c * width;
+      T* out = c0 + r * ldc + c * width;
       if constexpr (F == Fold::assign)
         (al * acc[r][c]).store_unaligned(out);
       else if constexpr (F == Fold::add)
         (B::load_unaligned(out) + acc[r][c]).store_unaligned(out);
       else if constexpr (F == Fold::row_scaled)
-        impl::fma(B::load_unaligned(out), B(x.row_scale[i0 + r]), acc[r][c]).store_unaligned(out);
+        impl::fma(B::load_unaligned(out), B(row_scale[r]), acc[r][c]).store_unaligned(out);
       else
-        impl::fma(B::load_unaligned(out), B::load_unaligned(x.col_scale + j0 + c * width), acc[r][c])
-            .store_unaligned(out);
+        impl::fma(B::load_unaligned(out), scale[c], acc[r][c]).store_unaligned(out);
     }
 }
 
