@@ -224,16 +224,20 @@ void lower_dots(const T* x, Index ldx, const T* y, Index ldy, Index c, Index n, 
     const Index rows = std::min<Index>(4, c - t0);
     for (Index i0 = 0; i0 < t0 + rows; i0 += CB) {
       impl::lower_dots_block<CB, B>(x, ldx, y, ldy, t0, i0, c, n, sums);
+      // Each block's sums copied whole, and the entries above the diagonal zeroed after: choosing
+      // entry by entry compiled to a masked load of the sums just stored, which waits for the store.
+      const Index cols = std::min<Index>(CB, c - i0);
       for (Index r = 0; r < rows; ++r) {
-        const Index t = t0 + r;
-        T* row = out + t * ldo;
-        for (Index q = 0; q < CB && i0 + q < c; ++q) row[i0 + q] = i0 + q <= t ? sums[r * 4 + q] : T(0);
+        T* row = out + (t0 + r) * ldo + i0;
+        if (cols == CB)
+          for (int q = 0; q < CB; ++q) row[q] = sums[r * 4 + q];
+        else
+          for (Index q = 0; q < cols; ++q) row[q] = sums[r * 4 + q];
       }
     }
-    for (Index r = 0; r < rows; ++r) {  // the columns past the last block
+    for (Index r = 0; r < rows; ++r) {  // above the diagonal
       const Index t = t0 + r;
-      const Index done = std::min(c, (t0 + rows + CB - 1) / CB * CB);
-      std::fill(out + t * ldo + done, out + t * ldo + c, T(0));
+      std::fill(out + t * ldo + t + 1, out + t * ldo + c, T(0));
     }
   }
 #endif
