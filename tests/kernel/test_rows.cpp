@@ -195,9 +195,9 @@ void check_decay_blocks() {
 
 // Pass::overwrite, the read pass of a ring buffer's step: slot l's entries become weight · x_j as
 // the pass goes, which must give the bits of writing the row first and then reading (apply_sparse's
-// order): the entries, every dot, and the entries around the block untouched. The slot falls at
-// each end of a full block, of a single batch, of a narrower batch and of the scalar tail, and
-// outside the block (then the pass only reads).
+// order): the entries, every dot, and the entries around the block untouched. The slot falls in
+// each batch of a full block, at each end of a single batch, of a narrower batch and of the scalar
+// tail, and outside the block (then the pass only reads).
 template <class T>
 void check_overwrite_blocks() {
   const Index wd = width<T>();
@@ -207,7 +207,7 @@ void check_overwrite_blocks() {
     for (Index d : widths) {
       if (d < 1 || n < 1) continue;
       std::vector<Index> slots = {-1, n, 0, n - 1, n / 2};
-      for (Index edge : {wd - 1, wd, 4 * wd - 1, 4 * wd, 5 * wd - 1, 5 * wd, 5 * wd + wd / 2})
+      for (Index edge : {wd - 1, wd, 2 * wd, 3 * wd - 1, 4 * wd - 1, 4 * wd, 5 * wd - 1, 5 * wd, 5 * wd + wd / 2})
         if (edge < n) slots.push_back(edge);
       for (Index slot : slots) {
         INFO("n = " << n << ", d = " << d << ", slot = " << slot);
