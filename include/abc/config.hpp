@@ -57,6 +57,14 @@
 #  define ABC_FORCE_INLINE inline
 #endif
 
+// ABC_INLINE_LAMBDA: the same for a lambda, written after its parameter list: a kernel's block, passed
+// to a loop over blocks (kernel::impl::for_blocks), whose out-of-line body g++ would otherwise call.
+#if defined(__GNUC__) || defined(__clang__)
+#  define ABC_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#  define ABC_INLINE_LAMBDA
+#endif
+
 // ABC_PREFETCH(p, write): a hint to fetch the cache line at p, to be read (write = 0) or written
 // (write = 1), where the access pattern is one the hardware's prefetchers do not follow (rows a page
 // or more apart); nothing on compilers without the builtin.

@@ -99,7 +99,7 @@ TEMPLATE_TEST_CASE("product equals its scalar form bit for bit and the float64 p
   using T = TestType;
   const Index w = ref::batch_width<T>();
   for (Index m : {1, 3, 4, 5, 9})
-    for (Index cols : {Index(1), w - 1, w, w + 1, 2 * w + 3, 4 * w, 4 * w + 5, Index(64)})
+    for (Index cols : {Index(1), w - 1, w, w + 1, 2 * w + 3, 3 * w, 4 * w, 4 * w + 5, 7 * w + 1, Index(64)})
       for (Index depth : {0, 1, 7, 16})
         for (bool transposed : {false, true}) {
           if (cols < 1) continue;

@@ -97,14 +97,15 @@ TEMPLATE_TEST_CASE("row kernels match the scalar oracle at every tail length", "
 }
 
 // columns_dot / rows_axpy: the step's two passes over whole blocks (columns_dot keeps slot blocks
-// of 4 batches, then single batches, in registers; rows_axpy the same for column blocks). Counts
-// and widths around those blocks, a leading dimension past the block (padding that must stay
-// untouched) and an unaligned base.
+// of 4 batches, then one block of the 1 to 3 full batches left, in registers; rows_axpy the same
+// for column blocks). Counts and widths around those blocks, a leading dimension past the block
+// (padding that must stay untouched) and an unaligned base.
 template <bool Update, class T>
 void check_blocks() {
   const Index wd = width<T>();
-  const std::vector<Index> counts = {0, 1, wd - 1, wd, wd + 1, 2 * wd + 3, 4 * wd, 4 * wd + 1, 5 * wd + 3, 64};
-  const std::vector<Index> widths = {1, 2, wd - 1, wd, wd + 1, 4 * wd, 4 * wd + 1, 5 * wd + 3, 64};
+  const std::vector<Index> counts = {0, 1, wd - 1, wd, wd + 1, 2 * wd + 3, 3 * wd, 4 * wd, 4 * wd + 1, 5 * wd + 3,
+                                     7 * wd + 5, 64};
+  const std::vector<Index> widths = {1, 2, wd - 1, wd, wd + 1, 3 * wd + 1, 4 * wd, 4 * wd + 1, 5 * wd + 3, 64};
   for (Index n : counts)
     for (Index d : widths) {
       if (d < 1) continue;
@@ -229,6 +230,113 @@ void check_overwrite_blocks() {
         REQUIRE(dots_a == dots_b);
       }
     }
+}
+
+// The passes keep a block of up to four batches in registers and take the 1 to 3 full batches left
+// after the blocks of four as one block (kernel::impl::for_blocks): every batch of a block must get
+// the bits it gets alone. Each pass over r full batches and a tail is compared, bit for bit (state
+// and output), with the same pass called once per batch and once for the tail.
+template <class T>
+void check_block_grouping() {
+  using abc::kernel::Pass;
+  using abc::kernel::OneWrite;
+  const Index wd = width<T>();
+  const auto same = [](const std::vector<T>& x, const std::vector<T>& y) {
+    return std::memcmp(x.data(), y.data(), x.size() * sizeof(T)) == 0;  // ±0 and every NaN bit
+  };
+  for (Index r = 1; r <= 7; ++r)
+    for (Index tail : {Index(0), Index(3)}) {
+      const Index n = r * wd + tail, d = 2 * wd + 1;
+      // The calls over [0, n) split at the batches: [c · wd, (c + 1) · wd) for c < r, then the tail.
+      std::vector<Index> cuts;
+      for (Index c = 0; c <= r; ++c) cuts.push_back(c * wd);
+      if (tail > 0) cuts.push_back(n);
+      const T scale = T(0.125);
+      auto a = data<T>(n, 51), w = data<T>(n, 52);
+      w[size_t(n / 2)] = T(0);  // a slot with no write, for Pass::decay
+      const auto x = data<T>(std::max(n, d), 53), q = data<T>(d, 54);
+      auto a_rows = data<T>(d, 62), w_rows = data<T>(d, 63);  // Ṽ's d rows: their decays, writes, weights
+      const auto p_rows = data<T>(d, 64);
+      w_rows[size_t(d / 2)] = T(0);
+      const auto passes = [&](auto pass) {
+        constexpr Pass P = decltype(pass)::value;
+        for (Index slot : {Index(-1), Index(0), wd + 1, n - 1}) {
+          INFO("pass " << int(P) << ", r = " << r << ", tail = " << tail << ", slot = " << slot);
+          const OneWrite<T> one{P == Pass::overwrite ? slot : Index(-1), T(0.75)};
+          {  // K̃: n slots × d columns; the calls split the slots
+            const Index ld = n + 1;
+            auto cols_a = data<T>(d * ld, 50), cols_b = cols_a;
+            std::vector<T> dots_a(static_cast<size_t>(n)), dots_b(static_cast<size_t>(n));
+            abc::kernel::columns_pass<P>(cols_a.data(), ld, n, d, a.data(), w.data(), x.data(), q.data(), scale,
+                                         dots_a.data(), one);
+            for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+              const Index l0 = cuts[i];
+              abc::kernel::columns_pass<P>(cols_b.data() + l0, ld, cuts[i + 1] - l0, d, a.data() + l0, w.data() + l0,
+                                           x.data(), q.data(), scale, dots_b.data() + l0, one.from(l0));
+            }
+            REQUIRE(same(cols_a, cols_b));
+            REQUIRE(same(dots_a, dots_b));
+          }
+          if constexpr (P != Pass::overwrite) {  // Ṽ: d rows of width n; the calls split the columns
+            const Index ld = n + 1;
+            auto rows_a = data<T>(d * ld, 56), rows_b = rows_a;
+            std::vector<T> out_a(static_cast<size_t>(n)), out_b(static_cast<size_t>(n));
+            abc::kernel::rows_pass<P>(rows_a.data(), ld, d, n, a_rows.data(), w_rows.data(), x.data(), p_rows.data(),
+                                      out_a.data());
+            for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+              const Index j0 = cuts[i];
+              abc::kernel::rows_pass<P>(rows_b.data() + j0, ld, d, cuts[i + 1] - j0, a_rows.data(), w_rows.data(),
+                                        x.data() + j0, p_rows.data(), out_b.data() + j0);
+            }
+            REQUIRE(same(rows_a, rows_b));
+            REQUIRE(same(out_a, out_b));
+          }
+        }
+      };
+      passes(std::integral_constant<Pass, Pass::read>{});
+      passes(std::integral_constant<Pass, Pass::update>{});
+      passes(std::integral_constant<Pass, Pass::decay>{});
+      passes(std::integral_constant<Pass, Pass::overwrite>{});
+      {  // chunk_scores: token t of a chunk over n slots; the calls split the slots
+        const Index t = 2, ld = n;
+        auto e_a = data<T>((t + 1) * ld, 57), e_b = e_a, dcum_a = data<T>(n, 58), dcum_b = dcum_a;
+        const auto g = data<T>(t + 1, 59), prev = data<T>(n, 60);
+        std::vector<T> out_a(static_cast<size_t>(n)), out_b(static_cast<size_t>(n));
+        abc::kernel::chunk_scores<true>(e_a.data(), n, t, a.data(), w.data(), g.data(), dcum_a.data(), prev.data(),
+                                        out_a.data());
+        // chunk_scores' rows are n apart: the split calls see the same rows through a copy per part.
+        for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+          const Index l0 = cuts[i], m = cuts[i + 1] - l0;
+          std::vector<T> part(static_cast<size_t>((t + 1) * m));
+          for (Index k = 0; k <= t; ++k)
+            std::copy_n(e_b.begin() + k * ld + l0, m, part.begin() + k * m);
+          abc::kernel::chunk_scores<true>(part.data(), m, t, a.data() + l0, w.data() + l0, g.data(), dcum_b.data() + l0,
+                                          prev.data() + l0, out_b.data() + l0);
+          for (Index k = 0; k <= t; ++k)
+            std::copy_n(part.begin() + k * m, m, e_b.begin() + k * ld + l0);
+        }
+        INFO("chunk_scores, r = " << r << ", tail = " << tail);
+        REQUIRE(same(e_a, e_b));
+        REQUIRE(same(dcum_a, dcum_b));
+        REQUIRE(same(out_a, out_b));
+      }
+      {  // weighted_rows: d rows of width n; the calls split the columns
+        const auto rows = data<T>(d * n, 61);
+        std::vector<T> out_a(static_cast<size_t>(n)), out_b(static_cast<size_t>(n));
+        abc::kernel::weighted_rows(rows.data(), n, d, n, p_rows.data(), out_a.data());
+        for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+          const Index j0 = cuts[i];
+          abc::kernel::weighted_rows(rows.data() + j0, n, d, cuts[i + 1] - j0, p_rows.data(), out_b.data() + j0);
+        }
+        INFO("weighted_rows, r = " << r << ", tail = " << tail);
+        REQUIRE(same(out_a, out_b));
+      }
+    }
+}
+
+TEMPLATE_TEST_CASE("a pass's block of several batches gives each batch the bits it gets alone", "[kernel][rows]",
+                   float, double) {
+  check_block_grouping<TestType>();
 }
 
 // The scalar oracles themselves, against float64 plain loops of the definitions.

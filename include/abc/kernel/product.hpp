@@ -128,8 +128,8 @@ void product_tile(const ProductArgs<T>& x, Index i0, Index j0, T alpha) noexcept
     }
 }
 
-// All of C: column blocks of K batches, then single batches (tiles of MR rows, then the remaining
-// rows one by one), then the columns past the last full batch on the scalar path.
+// All of C: column blocks of K batches, then one block of the full batches left (tiles of MR rows,
+// then the remaining rows one by one), then the columns past the last full batch on the scalar path.
 template <Fold F, class B, class T>
 void product_blocks(const ProductArgs<T>& x, T alpha) noexcept {
   constexpr Index width = Index(B::size);
@@ -143,7 +143,9 @@ void product_blocks(const ProductArgs<T>& x, T alpha) noexcept {
     for (; i < x.m; ++i) product_tile<1, KB, F, B>(x, i, j, alpha);
   };
   for (; j + K * width <= x.cols; j += K * width) columns(std::integral_constant<int, K>{});
-  for (; j + width <= x.cols; j += width) columns(std::integral_constant<int, 1>{});
+  const Index r = (x.cols - j) / width;  // the full batches left: one block (impl::for_blocks says why)
+  with_count<K - 1>(r, columns);
+  j += r * width;
   if (j < x.cols) {
     ProductArgs<T> tail = x;
     tail.b += j;

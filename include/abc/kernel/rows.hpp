@@ -303,11 +303,9 @@ void chunk_scores(T* e, Index n, Index t, const T* a, const T* w, const T* g, T*
   scalar::chunk_scores<Update>(e, n, t, a, w, g, dcum, prev, out);
 #else
   using B = batch<T>;
-  constexpr Index width = Index(B::size);
-  Index j = 0;
-  for (; j + 4 * width <= n; j += 4 * width) impl::chunk_scores_block<4, Update, B>(e, n, t, a, w, g, dcum, prev, out, j);
-  j = impl::for_batches<B>(j, n, [&](auto tag, Index at) {
-    impl::chunk_scores_block<1, Update, typename decltype(tag)::type>(e, n, t, a, w, g, dcum, prev, out, at);
+  const Index j = impl::for_blocks<4, B>(0, n, [&](auto tag, auto k, Index at) ABC_INLINE_LAMBDA {
+    impl::chunk_scores_block<decltype(k)::value, Update, typename decltype(tag)::type>(e, n, t, a, w, g, dcum, prev,
+                                                                                      out, at);
   });
   scalar::chunk_scores<Update>(e, n, t, a, w, g, dcum, prev, out, j);  // the last few slots
 #endif
@@ -493,12 +491,10 @@ void weighted_rows_at(const RowAt row_at, Index n, Index dv, const T* p, T* out)
   scalar::weighted_rows_at(row_at, 0, n, dv, p, out);
 #else
   using B = batch<T>;
-  constexpr Index width = Index(B::size);
   const T* none = nullptr;  // no update: no decays, writes or input
-  Index j = 0;
-  for (; j + 4 * width <= dv; j += 4 * width) impl::axpy_columns<4, Pass::read, B>(row_at, j, n, none, none, none, p, out + j);
-  j = impl::for_batches<B>(j, dv, [&](auto tag, Index at) {
-    impl::axpy_columns<1, Pass::read, typename decltype(tag)::type>(row_at, at, n, none, none, none, p, out + at);
+  const Index j = impl::for_blocks<4, B>(0, dv, [&](auto tag, auto k, Index at) ABC_INLINE_LAMBDA {
+    impl::axpy_columns<decltype(k)::value, Pass::read, typename decltype(tag)::type>(row_at, at, n, none, none, none,
+                                                                                    p, out + at);
   });
   if (j < dv) scalar::weighted_rows_at(row_at, j, n, dv - j, p, out + j);
 #endif
@@ -514,11 +510,12 @@ void weighted_rows(const S* rows, Index ld, Index n, Index dv, const T* p, T* ou
 /// The read of a decode step over K̃, stored column-major (a State's layout: column j of the n × d
 /// block at cols + j · ld): entry (l, j) updated as P says (see Pass), then
 /// dots_l = scale · Σ_j entry(l, j) · q_j. One pass over the columns; blocks of 4 batches of slots
-/// (64 floats with AVX-512), then single batches, keep their sums, decays and writes in registers,
-/// so no slot's score needs a horizontal sum. The slots past the last full batch take a batch of
-/// each narrower width that fits (impl::half_batch), and the last few the scalar path (which updates
-/// `decay` slots as `update` does, and takes an overwritten row written beforehand: its single
-/// loads are forwarded from single stores). `one` is Pass::overwrite's write; a, w are not read.
+/// (64 floats with AVX-512), then one of the 1 to 3 batches left, keep their sums, decays and writes
+/// in registers, so no slot's score needs a horizontal sum. The slots past the last full batch take
+/// a batch of each narrower width that fits (impl::half_batch), and the last few the scalar path
+/// (which updates `decay` slots as `update` does, and takes an overwritten row written beforehand:
+/// its single loads are forwarded from single stores). `one` is Pass::overwrite's write; a, w are
+/// not read.
 template <Pass P, class T, class S>
 void columns_pass(S* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* q, T scale,
                   T* dots, const OneWrite<T>& one = {}) noexcept {
@@ -529,14 +526,10 @@ void columns_pass(S* cols, Index ld, Index n, Index d, const T* a, const T* w, c
   scalar::columns_dot<update>(cols, ld, n, d, a, w, x, q, scale, dots);
 #else
   using B = batch<T>;
-  constexpr Index width = Index(B::size);
   const auto at_slot = [&](const T* p, Index l) { return overwrite ? p : p + l; };  // (overwrite: a, w may be null)
-  Index l = 0;
-  for (; l + 4 * width <= n; l += 4 * width)
-    impl::dot_columns<4, P, B>(cols + l, ld, d, at_slot(a, l), at_slot(w, l), x, q, scale, dots + l, one.from(l));
-  l = impl::for_batches<B>(l, n, [&](auto tag, Index at) {
-    impl::dot_columns<1, P, typename decltype(tag)::type>(cols + at, ld, d, at_slot(a, at), at_slot(w, at), x, q,
-                                                          scale, dots + at, one.from(at));
+  const Index l = impl::for_blocks<4, B>(0, n, [&](auto tag, auto k, Index at) ABC_INLINE_LAMBDA {
+    impl::dot_columns<decltype(k)::value, P, typename decltype(tag)::type>(
+        cols + at, ld, d, at_slot(a, at), at_slot(w, at), x, q, scale, dots + at, one.from(at));
   });
   if (l < n) {
     if constexpr (overwrite) overwrite_row(cols + l, ld, n - l, d, one.from(l), x);
@@ -568,13 +561,10 @@ void rows_pass(S* rows, Index ld, Index n, Index dv, const T* a, const T* w, con
 #else
     // Two sets of sums (impl::read_columns): not the order of weighted_rows or of an updating pass.
     using B = batch<T>;
-    constexpr Index width = Index(B::size);
     const auto read = [&](auto dense) {
       constexpr bool D = decltype(dense)::value;
-      Index j = 0;
-      for (; j + 4 * width <= dv; j += 4 * width) impl::read_columns<4, D, B>(rows, ld, j, n, p, out + j);
-      return impl::for_batches<B>(j, dv, [&](auto tag, Index at) {
-        impl::read_columns<1, D, typename decltype(tag)::type>(rows, ld, at, n, p, out + at);
+      return impl::for_blocks<4, B>(0, dv, [&](auto tag, auto k, Index at) ABC_INLINE_LAMBDA {
+        impl::read_columns<decltype(k)::value, D, typename decltype(tag)::type>(rows, ld, at, n, p, out + at);
       });
     };
     const Index j = impl::any_zero(p, n) ? read(std::false_type{}) : read(std::true_type{});
@@ -585,12 +575,9 @@ void rows_pass(S* rows, Index ld, Index n, Index dv, const T* a, const T* w, con
     scalar::rows_axpy<true>(rows, ld, n, dv, a, w, x, p, out);
 #else
     using B = batch<T>;
-    constexpr Index width = Index(B::size);
-    Index j = 0;
     const StridedRows<S> row_at{rows, ld};
-    for (; j + 4 * width <= dv; j += 4 * width) impl::axpy_columns<4, P, B>(row_at, j, n, a, w, x + j, p, out + j);
-    j = impl::for_batches<B>(j, dv, [&](auto tag, Index at) {
-      impl::axpy_columns<1, P, typename decltype(tag)::type>(row_at, at, n, a, w, x + at, p, out + at);
+    const Index j = impl::for_blocks<4, B>(0, dv, [&](auto tag, auto k, Index at) ABC_INLINE_LAMBDA {
+      impl::axpy_columns<decltype(k)::value, P, typename decltype(tag)::type>(row_at, at, n, a, w, x + at, p, out + at);
     });
     if (j < dv) scalar::rows_axpy<true>(rows + j, ld, n, dv - j, a, w, x + j, p, out + j);
 #endif
@@ -724,17 +711,15 @@ constexpr int block_batches(int heads, bool columns) noexcept {
 }
 
 // columns_pass_heads for H queries (q[g], dots[g]): blocks of K batches of slots (block_batches),
-// then single batches, then narrower batches and the scalar path, as columns_pass.
+// then one of the full batches left, then narrower batches and the scalar path, as columns_pass.
 template <int H, Pass P, class T, class S>
 void columns_pass_group(S* cols, Index ld, Index n, Index d, const T* a, const T* w, const T* x, const T* const* q,
                         T scale, T* const* dots) noexcept {
   using B = batch<T>;
-  constexpr Index width = Index(B::size);
   constexpr int K = block_batches<B>(H, true);
-  Index l = 0;
-  for (; l + K * width <= n; l += K * width) dot_columns_heads<K, H, P, B>(cols + l, ld, d, a + l, w + l, x, q, scale, dots, l);
-  l = for_batches<B>(l, n, [&](auto tag, Index at) {
-    dot_columns_heads<1, H, P, typename decltype(tag)::type>(cols + at, ld, d, a + at, w + at, x, q, scale, dots, at);
+  const Index l = for_blocks<K, B>(0, n, [&](auto tag, auto k, Index at) ABC_INLINE_LAMBDA {
+    dot_columns_heads<decltype(k)::value, H, P, typename decltype(tag)::type>(cols + at, ld, d, a + at, w + at, x, q,
+                                                                              scale, dots, at);
   });
   if (l == n) return;
   T* tail[H];
@@ -743,19 +728,17 @@ void columns_pass_group(S* cols, Index ld, Index n, Index d, const T* a, const T
 }
 
 // rows_pass_heads for H heads (p[g], out[g]): blocks of K batches of columns (block_batches), then
-// single batches, then narrower batches and the scalar path, as rows_pass.
+// one of the full batches left, then narrower batches and the scalar path, as rows_pass.
 template <int H, Pass P, class T, class Row>
 void rows_pass_group(Row* rows, Index ld, Index n, Index dv, const T* a, const T* w, const T* x, const T* const* p,
                      T* const* out) noexcept {
   using B = batch<T>;
-  constexpr Index width = Index(B::size);
   constexpr int K = block_batches<B>(H, false);
   // Only an updating pass reads x: a read passes none, which no offset may be added to.
   const auto x_at = [x](Index at) { return P == Pass::read ? x : x + at; };
-  Index j = 0;
-  for (; j + K * width <= dv; j += K * width) axpy_columns_heads<K, H, P, B>(rows + j, ld, n, a, w, x_at(j), p, out, j);
-  j = for_batches<B>(j, dv, [&](auto tag, Index at) {
-    axpy_columns_heads<1, H, P, typename decltype(tag)::type>(rows + at, ld, n, a, w, x_at(at), p, out, at);
+  const Index j = for_blocks<K, B>(0, dv, [&](auto tag, auto k, Index at) ABC_INLINE_LAMBDA {
+    axpy_columns_heads<decltype(k)::value, H, P, typename decltype(tag)::type>(rows + at, ld, n, a, w, x_at(at), p,
+                                                                               out, at);
   });
   if (j == dv) return;
   T* tail[H];

@@ -89,6 +89,34 @@ ABC_FORCE_INLINE Index for_batches(Index l, Index n, const F& f) {
   }
 }
 
+// g(std::integral_constant<int, r>{}) for a count r in [1, M], known only at run time.
+template <int M, class G>
+ABC_FORCE_INLINE void with_count(Index r, const G& g) {
+  if constexpr (M > 0) {
+    if (r == M) return g(std::integral_constant<int, M>{});
+    with_count<M - 1>(r, g);
+  }
+}
+
+// f(batch_tag<B>{}, std::integral_constant<int, K>{}, l) for the blocks of K batches of B that fit
+// in [l, n); then once for the r < K full batches left, as a block of r; then, as for_batches, at
+// most one batch of each narrower width, each a block of 1. Returns where the scalar path takes
+// over. A pass whose block keeps its batches' sums in registers while it streams the other
+// dimension goes over that dimension once per block: a remainder of r batches as one block costs
+// one pass, where r single batches cost r (each bound by its own chain of multiply-adds). Every
+// batch of a block gets the arithmetic it would get alone, so how the batches are grouped changes
+// no entry's bits.
+template <int K, class B, class F>
+ABC_FORCE_INLINE Index for_blocks(Index l, Index n, const F& f) {
+  constexpr Index width = Index(B::size);
+  for (; l + K * width <= n; l += K * width) f(batch_tag<B>{}, std::integral_constant<int, K>{}, l);
+  const Index r = (n - l) / width;
+  with_count<K - 1>(r, [&](auto k) { f(batch_tag<B>{}, k, l); });
+  return for_batches<half_batch_t<B>>(l + r * width, n, [&](auto tag, Index at) {
+    f(tag, std::integral_constant<int, 1>{}, at);
+  });
+}
+
 // x · y + z rounded once, for every kernel. xsimd 8.1 has no multiply-add of its own for AVX-512,
 // nor for SSE or AVX batches on a target with FMA (its fma3 architectures are other types, and a
 // build with AVX has no fma3<sse4_2>): its generic fallback computes x * y + z, which g++
