@@ -205,9 +205,11 @@ void product(benchmark::State& st) {
 }  // namespace
 
 // The step's shapes (n, d); n = 40, 56 and 100 slots and d = 72 are counts past the last full batch
-// (of 16 floats with AVX-512), which take narrower batches before the scalar path.
+// (of 16 floats with AVX-512), which take narrower batches before the scalar path; n = 48 and d = 48
+// are three full batches, less than a block of four, which the passes take as one block.
 static void step_shapes(benchmark::internal::Benchmark* b) {
-  for (const auto& nd : {std::pair<int, int>{64, 64}, {256, 64}, {64, 128}, {40, 64}, {56, 64}, {100, 64}, {64, 72}})
+  for (const auto& nd : {std::pair<int, int>{64, 64}, {256, 64}, {64, 128}, {40, 64}, {56, 64}, {100, 64}, {64, 72},
+                         {48, 64}, {64, 48}})
     b->Args({nd.first, nd.second});
 }
 BENCHMARK_TEMPLATE(step_rows, Path::simd)->Name("step_rows/simd")->Apply(step_shapes);
@@ -217,7 +219,7 @@ BENCHMARK_TEMPLATE(step_rows, Path::simd_per_row)
     ->Args({64, 64})
     ->Args({256, 64})
     ->Args({64, 128});
-BENCHMARK_TEMPLATE(read_rows, true)->Name("read_rows/simd")->Args({64, 64})->Args({256, 64})->Args({40, 64});
+BENCHMARK_TEMPLATE(read_rows, true)->Name("read_rows/simd")->Args({64, 64})->Args({256, 64})->Args({40, 64})->Args({64, 48});
 BENCHMARK_TEMPLATE(read_rows, false)->Name("read_rows/scalar")->Args({64, 64})->Args({256, 64})->Args({40, 64});
 BENCHMARK_TEMPLATE(weighted_rows_zeros, 0)->Name("weighted_rows/no_zeros");
 BENCHMARK_TEMPLATE(weighted_rows_zeros, 1)->Name("weighted_rows/half_zero_scattered");

@@ -158,10 +158,11 @@ TEMPLATE_TEST_CASE("KeyScore equals its definition through the materialised k' =
 
 TEMPLATE_TEST_CASE("KeyScore equals its definition at key widths that fill SIMD batches, and their tails",
                    "[trams]", float, double) {
-  // kᵀGk sums G k a block of whole batches at a time in registers, the rest in a scalar loop:
-  // widths below, at and past a block, with a tail, all against the float64 definition.
+  // kᵀGk sums G k a block of whole batches at a time in registers (blocks of four, then one of the
+  // batches left), the rest in a scalar loop: widths below, at and past a block, with a tail, all
+  // against the float64 definition.
   using T = TestType;
-  for (Index d : {Index(7), Index(33), Index(37), Index(64), Index(70)}) {
+  for (Index d : {Index(7), Index(24), Index(33), Index(37), Index(59), Index(64), Index(70)}) {
     const Index dm = 24, n = 12;
     const auto w = ref::random<T>(d, dm, 903 + std::uint64_t(d), 0.5);
     const auto k = ref::random<T>(n, d, 904 + std::uint64_t(d));

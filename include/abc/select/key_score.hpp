@@ -94,7 +94,9 @@ class KeyScore {
 #ifndef ABC_NO_SIMD
       constexpr Index width = Index(kernel::batch<double>::size);
       for (; i0 + 4 * width <= size; i0 += 4 * width) quad = add_quad<4>(k, size, i0, quad);
-      for (; i0 + width <= size; i0 += width) quad = add_quad<1>(k, size, i0, quad);
+      const Index r = (size - i0) / width;  // the whole batches left, as one block (impl::for_blocks)
+      kernel::impl::with_count<3>(r, [&](auto c) { quad = add_quad<decltype(c)::value>(k, size, i0, quad); });
+      i0 += r * width;
 #endif
       constexpr Index block = 64;
       double g[block];
