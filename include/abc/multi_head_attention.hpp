@@ -305,7 +305,7 @@ class MultiHeadAttention {
   }
   void project(const Tensor& x, Index b, Matrix<T>& logits) const {
     logits.resize(x.length(b), projection_.rows());
-    detail::project<T>(x.head(b, 0), projection_, projection_t_, logits);
+    detail::project<T>(x.head(b, 0), projection_, projection_t_, logits, detail::RowSum::interleaved);  // as Mlp's
   }
 
   // Memory m's control input for sequence b: its columns of the projected logits, its own slice of

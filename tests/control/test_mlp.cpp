@@ -5,6 +5,7 @@
 #include <abc/control/mlp.hpp>
 #include <abc/control/sliding_window.hpp>
 #include <abc/kernel/online_normalise.hpp>
+#include <abc/kernel/rows.hpp>
 
 #include <cmath>
 #include <limits>
@@ -12,6 +13,7 @@
 #include "support/approx.hpp"
 #include "support/catch.hpp"
 #include "support/reference.hpp"
+#include "support/schedule_reference.hpp"
 
 namespace mlp_test {
 
@@ -176,6 +178,46 @@ TEMPLATE_TEST_CASE("Mlp: step loop = chunked forward_causal = split at every pos
           ref::require_same(out, whole);
         }
       }
+}
+
+// A token alone (a step, the token loop) sums its logits W_φ x in two interleaved chains
+// (kernel::weighted_rows_interleaved, tested against its scalar oracle); a block of tokens in one
+// chain per logit. So the step loop and the recurrent kernel agree bit for bit, outputs and state,
+// and the chunked kernel agrees with them to rounding (the test above). 16 and 32 slots: full SIMD
+// batches; 5: the scalar path.
+TEMPLATE_TEST_CASE("Mlp: a token alone sums its logits interleaved; the step loop is the token loop bit for bit",
+                   "[control][mlp][recurrent]", float, double) {
+  using T = TestType;
+  const Index d = 8, dv = 6, dx = 64, n_tok = 23;
+  auto q = ref::random<T>(n_tok, d, 311), k = ref::random<T>(n_tok, d, 312), v = ref::random<T>(n_tok, dv, 313);
+  auto x = ref::random<T>(n_tok, dx, 314, 3.0);
+  for (Index n : {Index(5), Index(16), Index(32)}) {
+    INFO(n << " slots");
+    const abc::control::Mlp<T> control(abc::Slots{n}, dx, abc::Seed{23});
+    // The schedule of one row is the schedule of its interleaved logits, bit for bit.
+    const abc::Matrix<T> w_t = control.input_projection().transpose();
+    abc::Matrix<T> logits(1, n), ss_a(2, n), ss_b(2, n), decay_a(1, n), decay_b(1, n), write_a(1, n), write_b(1, n);
+    ss_a.row(0).setConstant(-std::numeric_limits<T>::infinity());
+    ss_a.row(1).setZero();
+    ss_b = ss_a;
+    for (Index t = 0; t < 3; ++t) {
+      abc::kernel::weighted_rows_interleaved(w_t.data(), n, dx, n, x.row(t).data(), logits.data());
+      control.schedule(t, x.row(t), ss_a, decay_a, write_a);
+      control.schedule_projected(t, logits, ss_b, decay_b, write_b);
+      REQUIRE(ss_a == ss_b);
+      REQUIRE(decay_a == decay_b);
+      REQUIRE(write_a == write_b);
+    }
+    abc::BoundedAttention attn{control, ref::kernel_options(abc::CausalKernel::recurrent, 64)};
+    auto loop_state = attn.make_state(d, dv), token_state = attn.make_state(d, dv);
+    abc::Matrix<T> loop(n_tok, dv);
+    for (Index t = 0; t < n_tok; ++t)
+      loop.row(t) = attn.step(loop_state, q.row(t).transpose(), k.row(t).transpose(), v.row(t).transpose(),
+                              x.row(t).transpose()).transpose();
+    const abc::Matrix<T> tokens = attn.forward_causal(token_state, q, k, v, x);
+    REQUIRE(loop == tokens);
+    REQUIRE(loop_state == token_state);
+  }
 }
 
 TEMPLATE_TEST_CASE("Mlp with one slot does not depend on the query (oracle 12)", "[control][mlp][identity]", float, double) {

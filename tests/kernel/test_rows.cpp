@@ -339,6 +339,40 @@ TEMPLATE_TEST_CASE("a pass's block of several batches gives each batch the bits 
   check_block_grouping<TestType>();
 }
 
+// weighted_rows_interleaved (a decode step's logits): the SIMD path against the scalar oracle bit
+// for bit; the oracle against a float64 plain loop; every column's bits the same whether it is
+// summed with all dv columns or alone (a memory's logits inside a layer's stacked W); a zero weight
+// adds nothing. Rows are ld = dv + 1 apart, read from an unaligned start.
+template <class T>
+void check_interleaved_rows() {
+  const Index w = width<T>();
+  for (const Index n : {Index(0), Index(1), Index(2), Index(3), w - 1, w + 1, Index(64), Index(65)})
+    for (const Index dv : {Index(1), w - 1, w, w + 1, 3 * w + 5, 4 * w, 5 * w + 3, 9 * w + 1}) {
+      const Index ld = dv + 1;
+      const auto rows = data<T>(std::max<Index>(n, 1) * ld, std::uint64_t(300 + n * 13 + dv));
+      auto p = data<T>(std::max<Index>(n, 1), std::uint64_t(400 + n));
+      if (n > 2) p[size_t(n / 2)] = T(0);
+      const T* r = rows.data() + 1;  // unaligned
+      std::vector<T> simd(size_t(dv), T(-7)), oracle(size_t(dv), T(-7)), alone(size_t(dv), T(-7));
+      abc::kernel::weighted_rows_interleaved(r, ld, n, dv, p.data(), simd.data());
+      abc::kernel::scalar::weighted_rows_interleaved(r, ld, 0, n, dv, p.data(), oracle.data());
+      for (Index j = 0; j < dv; ++j) abc::kernel::weighted_rows_interleaved(r + j, ld, n, 1, p.data(), &alone[size_t(j)]);
+      INFO("n = " << n << ", dv = " << dv);
+      REQUIRE(std::memcmp(simd.data(), oracle.data(), simd.size() * sizeof(T)) == 0);
+      REQUIRE(std::memcmp(simd.data(), alone.data(), simd.size() * sizeof(T)) == 0);
+      for (Index j = 0; j < dv; ++j) {
+        double expect = 0;
+        for (Index l = 0; l < n; ++l) expect += double(p[size_t(l)]) * double(r[l * ld + j]);
+        INFO("column " << j);
+        REQUIRE(std::abs(double(oracle[size_t(j)]) - expect) <= tol<T>(n));
+      }
+    }
+}
+TEMPLATE_TEST_CASE("weighted_rows_interleaved: the scalar oracle's bits in every column, alone or among others",
+                   "[kernel][rows]", float, double) {
+  check_interleaved_rows<TestType>();
+}
+
 // The scalar oracles themselves, against float64 plain loops of the definitions.
 template <bool Update, class T>
 void check_scalar_blocks_against_definition() {

@@ -125,7 +125,8 @@ class Mlp {
   /// state's normaliser (kernel::online_normalise).
   void schedule(Index /*t0*/, MatrixRef<Scalar> x, MatrixOut<Scalar> slot_state, MatrixOut<Scalar> decay,
                 MatrixOut<Scalar> write) const {
-    detail::project(x, w_, w_t_, write);  // the logits, replaced row by row with the write weights
+    // The logits, replaced row by row with the write weights.
+    detail::project(x, w_, w_t_, write, detail::RowSum::interleaved);
     weights_from_logits(slot_state, decay, write);
   }
 
@@ -142,7 +143,7 @@ class Mlp {
     if (projected)
       eff = x;
     else
-      detail::project(x, w_, w_t_, eff);
+      detail::project(x, w_, w_t_, eff, detail::RowSum::interleaved);
     to_log_weight(eff);
     kernel::block_normalise(eff.data(), eff.rows(), num_slots(), slot_state.row(0).data(), slot_state.row(1).data(),
                             dcum);
@@ -161,7 +162,7 @@ class Mlp {
     if (projected)
       u = x;
     else
-      detail::project(x, w_, w_t_, u);
+      detail::project(x, w_, w_t_, u, detail::RowSum::interleaved);
     to_log_weight(u);
     const bool prefix = normalization_ == Normalization::prefix;
     if (prefix && kernel::chunk_normalise(u.data(), u.rows(), num_slots(), slot_state.row(0).data(),

@@ -85,7 +85,7 @@ class SlotGates {
   /// Logits X W_fᵀ + b_f, then decay f and write 1 − f per token, computed row by row.
   void schedule(Index /*t0*/, MatrixRef<Scalar> x, MatrixOut<Scalar> /*slot_state*/, MatrixOut<Scalar> decay,
                 MatrixOut<Scalar> write) const {
-    detail::project(x, w_, w_t_, decay);  // the logits, replaced row by row by the decays
+    detail::project(x, w_, w_t_, decay, detail::RowSum::interleaved);  // the logits, then the decays
     gates_from_logits(decay, write);
   }
 

@@ -51,7 +51,7 @@ namespace detail {
 template <class T>
 void project_direction(MatrixRef<T> x, const Matrix<T>& w, const Matrix<T>& w_t, feature::InputNorm norm,
                        MatrixOut<T> proj) {
-  project<T>(x, w, w_t, proj);
+  project<T>(x, w, w_t, proj, RowSum::as_block);
   if (norm == feature::InputNorm::raw) return;
   const T lo = std::ldexp(T(1), -32), hi = std::ldexp(T(1), 32);
   const Index d = x.cols(), D = w.rows();

@@ -457,9 +457,9 @@ bool any_zero(const T* x, Index n) noexcept {
 // Columns [j0, j0 + K·width) of out = Σ_l p_l · row_l for a read-only pass over Ṽ, in two sets of
 // sums: even rows in `sum`, odd rows in `sum2`, added at the end. A read is one multiply-add per
 // batch and row, so with one set it waits on the chain of n dependent multiply-adds of each sum,
-// not on its loads; two halve the chain. Rows with p_l = 0 are not read; `Dense` says that no p_l
-// is 0 (impl::any_zero), so that no row tests its weight: the same sums, without a load, compare
-// and branch per row.
+// not on its loads; two halve the chain. Rows with p_l = 0 are not read, unless `Dense`: then no
+// row tests its weight (a read whose weights impl::any_zero found nonzero, or a product that reads
+// every row, weighted_rows_interleaved), which saves a load, compare and branch per row.
 template <int K, bool Dense, class B, class T, class S>
 void read_columns(const S* rows, Index ld, Index j0, Index n, const T* p, T* out) noexcept {
   constexpr Index width = Index(B::size);
@@ -505,6 +505,26 @@ void weighted_rows_at(const RowAt row_at, Index n, Index dv, const T* p, T* out)
 template <class T, class S>
 void weighted_rows(const S* rows, Index ld, Index n, Index dv, const T* p, T* out) noexcept {
   kernel::weighted_rows_at(StridedRows<const S>{rows, ld}, n, dv, p, out);
+}
+
+/// out = Σ_l p_l · row_l over n read-only rows of width dv at stride ld (overwritten), each entry
+/// summed in two sets, the even rows' and the odd rows', added at the end: the chain of dependent
+/// multiply-adds behind each entry is half weighted_rows's, which bounds a short product (a decode
+/// step's logits x W_φᵀ over a memory of 16 or 32 slots waits on that chain, not on its loads).
+/// Every row is read (a zero weight adds an exact zero), and each entry gets the same arithmetic
+/// whatever dv and wherever its column falls (a block, a narrower batch or the scalar path), so a
+/// column's result does not depend on the columns beside it. Not the order of weighted_rows or of
+/// an updating pass.
+template <class T, class S>
+void weighted_rows_interleaved(const S* rows, Index ld, Index n, Index dv, const T* p, T* out) noexcept {
+  Index j = 0;
+#ifndef ABC_NO_SIMD
+  using B = batch<T>;
+  j = impl::for_blocks<4, B>(0, dv, [&](auto tag, auto k, Index at) ABC_INLINE_LAMBDA {
+    impl::read_columns<decltype(k)::value, true, typename decltype(tag)::type>(rows, ld, at, n, p, out + at);
+  });
+#endif
+  scalar::weighted_rows_interleaved(rows, ld, j, n, dv - j, p, out + j);
 }
 
 /// The read of a decode step over K̃, stored column-major (a State's layout: column j of the n × d

@@ -260,6 +260,23 @@ void weighted_rows(const S* rows, Index ld, Index n, Index dv, const T* p, T* ou
   scalar::weighted_rows_at(StridedRows<const S>{rows, ld}, 0, n, dv, p, out);
 }
 
+// out = Σ_l p_l · row_l over n rows of width dv at stride ld, from column j0 (overwritten), each
+// entry in two sums, the even rows' and the odd rows', added at the end: kernel::weighted_rows_interleaved's
+// order, which its SIMD path gives every lane.
+template <class T, class S>
+void weighted_rows_interleaved(const S* rows, Index ld, Index j0, Index n, Index dv, const T* p, T* out) noexcept {
+  for (Index j = j0; j < j0 + dv; ++j) {
+    T even = T(0), odd = T(0);
+    Index l = 0;
+    for (; l + 2 <= n; l += 2) {
+      even = mul_add(p[l], T(rows[l * ld + j]), even);
+      odd = mul_add(p[l + 1], T(rows[(l + 1) * ld + j]), odd);
+    }
+    if (l < n) even = mul_add(p[l], T(rows[l * ld + j]), even);
+    out[j - j0] = even + odd;
+  }
+}
+
 // Over n rows of width dv at stride ld: row_l ← a_l · row_l + w_l · x when Update, and
 // out = Σ_l p_l · row_l (overwritten). Without Update, rows with p_l = 0 are not read.
 template <bool Update, class T, class S>
