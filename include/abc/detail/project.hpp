@@ -12,8 +12,8 @@ namespace detail {
 // How project sums the one row of a decode step: in the order of a block of rows (`as_block`), so
 // that a step gets a chunk's results bit for bit (a feature map's projection promises that), or in
 // two interleaved sets of sums (`interleaved`, kernel::weighted_rows_interleaved), half the
-// dependent chain: a control's logits over a memory of 16 or 32 slots wait on that chain, and the
-// step and chunked forms of a control's schedule agree to rounding anyway (their normalisers differ).
+// dependent chain: a control's logits over a memory of 16 or 32 slots wait on that chain, and a
+// control's step and chunked forms promise the same outputs only to rounding (docs/design.md §3.1).
 enum class RowSum { as_block, interleaved };
 
 // out = X Wᵀ for W [m × d_x], given W and its transpose W_t [d_x × m] (kept by the caller, made
