@@ -16,6 +16,7 @@ root=$PWD
 # Runs harness $1 into its own log, its exit status into the file `status` next to it.
 fuzz_one() {
   local name=$1 seeds=${1%_omp}  # fuzz_pool_omp is fuzz_pool on threads: the same seeds
+  seeds=${seeds%_native}           # fuzz_api_native, fuzz_pool_native: built for this machine's ISA
   # The weights-file reader is one small parser: a third of the time (5 s at least) reaches what
   # the full time would, and keeps the stage short.
   local t=$secs
@@ -47,11 +48,11 @@ report() {
 }
 
 names=()
-for name in api state pool select weights pool_omp; do
+for name in api api_native state pool pool_native select weights pool_omp; do
   if [ -x "$build/fuzz/fuzz_$name" ]; then
     names+=("$name")
   else
-    echo "fuzz_$name: not built (no OpenMP for this compiler), skipped"
+    echo "fuzz_$name: not built, skipped (fuzz_pool_omp: no OpenMP for this compiler)"
   fi
 done
 
