@@ -429,6 +429,19 @@ TEST_CASE("bad H2O cache blobs are refused by name and leave the destination unt
   std::memcpy(&inf[field(2, 0)], &infinity, sizeof(T));
   blob::reseal(inf);
   refused(inf, "the key or value of the token of age 2 is not finite");
+  Blob short_header(good.begin(), good.begin() + long(header + 16));  // ends inside d
+  short_header.resize(short_header.size() + 8);
+  blob::reseal(short_header);
+  refused(short_header, "truncated header");
+}
+
+TEST_CASE("select::save_state refuses a cache of another attention", "[h2o][state_io][errors]") {
+  const HeavyHitterAttention<float> attn(HeavyHitterConfig{2, 2}), other(HeavyHitterConfig{3, 2});
+  REQUIRE_THROWS_AS(abc::select::save_state(attn, other.make_state(3, 3)), abc::config_error);
+  REQUIRE_THROWS_WITH(abc::select::save_state(attn, other.make_state(3, 3)),
+                      ABC_CONTAINS("abc::select::save_state: state.capacity() is 5, expected 4 (selected + recent"));
+  REQUIRE_THROWS_WITH(abc::select::save_state(attn, HeavyHitterAttention<float>::State{}),
+                      ABC_CONTAINS("abc::select::save_state: state.capacity() is 0, expected 4"));
 }
 
 // A prompt grows a read's work space to its length; the cache then gives it back, so that what a

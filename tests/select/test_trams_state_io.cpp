@@ -223,6 +223,16 @@ TEMPLATE_TEST_CASE("bad TRAMS pool blobs are refused by name and leave the desti
   TramsAttention<T> narrow_score(TramsConfig{6, 2, 2}, KeyScore<T>(ref::random<T>(d, 5, 1)));
   refused(abc::select::save_state(narrow_score, narrow_score.make_state(d, dv)),
           "the score is kind 0 with model_dim 5, expected kind 0 with model_dim 9");
+  {
+    // Keys of another width, the score's kind and model_dim the same: into a blank destination (no
+    // widths of its own to compare), the score's W_Q still refuses them.
+    TramsAttention<T> wide_score(TramsConfig{6, 2, 2}, KeyScore<T>(ref::random<T>(d + 2, 2 * d + 1, 11)));
+    const Blob wide = abc::select::save_state(wide_score, wide_score.make_state(d + 2, dv));
+    typename TramsAttention<T>::State blank;
+    REQUIRE_THROWS_WITH(abc::select::load_state(attn, wide, blank),
+                        ABC_CONTAINS("abc::select::load_state: d is 6, expected 4 (the rows of the score's W_Q)"));
+    REQUIRE(blank.capacity() == 0);
+  }
 
   // Counts no stream could have produced, and lengths that do not match them.
   refused(edited(at_size, 7), "size is 7, expected at most 6 (the pool)");
