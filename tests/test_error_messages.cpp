@@ -111,11 +111,12 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
   const auto q_mh = HT::bshd(buf.data(), 2, 3, 4, 4), q_3h = HT::bshd(buf.data(), 2, 3, 3, 4);
   const auto q_w5 = HT::bshd(buf.data(), 2, 3, 4, 5);
   const auto k_mh = HT::bshd(buf.data(), 2, 3, 2, 4), k_3h = HT::bshd(buf.data(), 2, 3, 3, 4);
-  const auto v_mh = HT::bshd(buf.data(), 2, 3, 2, 3);
+  const auto v_mh = HT::bshd(buf.data(), 2, 3, 2, 3), v_3h = HT::bshd(buf.data(), 2, 3, 3, 3);
   const auto k_one = HT::bshd(buf.data(), 1, 3, 2, 4), v_one = HT::bshd(buf.data(), 1, 3, 2, 3);
-  const auto x_3h = HT::bshd(buf.data(), 2, 3, 3, 4);
+  const auto x_3h = HT::bshd(buf.data(), 2, 3, 3, 4), x_one = HT::bshd(buf.data(), 1, 3, 1, 4);
   const auto out_mh = HTO::bshd(obuf.data(), 2, 3, 4, 3), out_d2 = HTO::bshd(obuf.data(), 2, 3, 4, 2);
   const auto out_short = HTO::bshd(obuf.data(), 2, 3, 4, 3, {3, 2});
+  const auto out_3h = HTO::bshd(obuf.data(), 2, 3, 3, 3);
   Mha::Pool pool;
   mha.add(pool, 7, 4, 3);
   mha.add(pool, 8, 4, 3);
@@ -405,12 +406,25 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
        "abc::MultiHeadAttention::forward: q.heads() is 3, expected 4 (one per query head)"},
       {"MultiHeadAttention::forward: k of 3 heads", [&] { mha.forward(q_mh, k_3h, v_mh, out_mh); }, Throws::shape_error,
        "abc::MultiHeadAttention::forward: k.heads() is 3, expected 2 (one per key/value head)"},
+      {"MultiHeadAttention::forward: v of 3 heads", [&] { mha.forward(q_mh, k_mh, v_3h, out_mh); }, Throws::shape_error,
+       "abc::MultiHeadAttention::forward: v.heads() is 3, expected 2 (one per key/value head)"},
+      {"MultiHeadAttention::forward: one value sequence for two key sequences",
+       [&] { mha.forward(q_mh, k_mh, v_one, out_mh); }, Throws::shape_error,
+       "abc::MultiHeadAttention::forward: v.batch() is 1, expected 2 (one value sequence per key sequence)"},
       {"MultiHeadAttention::forward: one key sequence for two query sequences",
        [&] { mha.forward(q_mh, k_one, v_one, out_mh); }, Throws::shape_error,
        "abc::MultiHeadAttention::forward: k.batch() is 1, expected 2 (one key sequence per query sequence)"},
+      {"MultiHeadAttention::forward: one output sequence for two query sequences",
+       [&] { mha.forward(q_mh, k_mh, v_mh, out_one); }, Throws::shape_error,
+       "abc::MultiHeadAttention::forward: out.batch() is 1, expected 2 (one output sequence per query sequence)"},
+      {"MultiHeadAttention::forward: out of 3 heads", [&] { mha.forward(q_mh, k_mh, v_mh, out_3h); },
+       Throws::shape_error, "abc::MultiHeadAttention::forward: out.heads() is 3, expected 4 (one per query head)"},
       {"MultiHeadAttention::forward: out of width 2",
        [&] { mha.forward(q_mh, k_mh, v_mh, out_d2); }, Throws::shape_error,
        "abc::MultiHeadAttention::forward: out.dim() is 2, expected 3 (outputs have the values' width)"},
+      {"MultiHeadAttention::forward: one control input sequence for two key sequences",
+       [&] { mha.forward(q_mh, k_mh, v_mh, x_one, out_mh); }, Throws::shape_error,
+       "abc::MultiHeadAttention::forward: x.batch() is 1, expected 2 (one control input sequence per key sequence)"},
       {"MultiHeadAttention::forward: a sequence's output shorter than its queries",
        [&] { mha.forward(q_mh, k_mh, v_mh, out_short); }, Throws::shape_error,
        "abc::MultiHeadAttention::forward: out.length(1) is 2, expected 3 (one output row per query)"},
@@ -447,6 +461,16 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
       {"MultiHeadAttention::read: out of another width than the memories' values",
        [&] { mha.read(pool, {7, 8}, q_mh, out_d2); }, Throws::shape_error,
        "abc::MultiHeadAttention::read: out.dim() is 2, expected 3 (outputs have the memory's value width)"},
+      {"MultiHeadAttention::read: q of 3 heads", [&] { mha.read(pool, {7, 8}, q_3h, out_mh); }, Throws::shape_error,
+       "abc::MultiHeadAttention::read: q.heads() is 3, expected 4 (one per query head)"},
+      {"MultiHeadAttention::read: out of 3 heads", [&] { mha.read(pool, {7, 8}, q_mh, out_3h); }, Throws::shape_error,
+       "abc::MultiHeadAttention::read: out.heads() is 3, expected 4 (one per query head)"},
+      {"MultiHeadAttention::read: one output sequence for two query sequences",
+       [&] { mha.read(pool, {7, 8}, q_mh, out_one); }, Throws::shape_error,
+       "abc::MultiHeadAttention::read: out.batch() is 1, expected 2 (one output sequence per query sequence)"},
+      {"MultiHeadAttention::read: a sequence's output shorter than its queries",
+       [&] { mha.read(pool, {7, 8}, q_mh, out_short); }, Throws::shape_error,
+       "abc::MultiHeadAttention::read: out.length(1) is 2, expected 3 (one output row per query)"},
       {"Pool::states: an unknown id", [&] { pool.states(9); }, Throws::config_error,
        "abc::MultiHeadAttention::Pool: sequence id 9 is not in the pool (add it first)"},
       {"Pool::reset: an unknown id", [&] { pool.reset(9); }, Throws::config_error,

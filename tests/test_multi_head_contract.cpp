@@ -384,6 +384,10 @@ TEST_CASE("a decode resumed from saved states continues bit for bit; bad states 
   REQUIRE_THROWS_WITH(mha.add(resumed, 10, narrow),
                       where + "states[1].keys() is [6 x 7], expected [6 x 8] (memory m's slots, and one key width "
                               "for every memory)");
+  std::vector<abc::State<float>> thin = {mha.memory(0).make_state(d, d), mha.memory(1).make_state(d, d + 1)};
+  REQUIRE_THROWS_WITH(mha.add(resumed, 10, thin),
+                      where + "states[1].values() is [6 x 9], expected [6 x 8] (memory m's slots, and one value "
+                              "width for every memory)");
   const abc::BoundedAttention<abc::control::SlidingWindow<float>> window(abc::control::SlidingWindow<float>{n});
   std::vector<abc::State<float>> foreign = {mha.memory(0).make_state(d, d), window.make_state(d, d)};
   REQUIRE_THROWS_AS(mha.add(resumed, 10, foreign), abc::config_error);
