@@ -326,6 +326,10 @@ TEST_CASE("MultiHeadCache errors name the argument and change nothing", "[multi_
   using Attn = KvCacheAttention<HeavyHitters<float>>;
   using Layer = MultiHeadCache<Attn>;
   const Attn attn(HeavyHitterConfig{2, 2});
+  REQUIRE_THROWS_WITH(Layer(attn, 0, 1),
+                      ABC_CONTAINS("abc::select::MultiHeadCache: heads is 0, expected at least 1 (at least one head)"));
+  REQUIRE_THROWS_WITH(Layer(attn, 4, 0), ABC_CONTAINS("abc::select::MultiHeadCache: kv_heads is 0, expected at least 1 "
+                                                      "(at least one key/value head)"));
   REQUIRE_THROWS_WITH(Layer(attn, 6, 4), ABC_CONTAINS("abc::select::MultiHeadCache: heads % kv_heads is 2, expected 0"));
   REQUIRE_THROWS_WITH(Layer(std::vector<Attn>(3, attn), 4, 2),
                       ABC_CONTAINS("attentions.size() is 3, expected 2 (one per key/value head) or 4 (one per query head)"));
@@ -371,6 +375,33 @@ TEST_CASE("MultiHeadCache errors name the argument and change nothing", "[multi_
           where + "ids.size() is 1, expected 2 (one id per sequence)");
   refused([&] { layer.forward_causal(pool, {1, 2}, k.all(), k.all(), v.all(), out); },
           where + "q.heads() is 2, expected 4 (one per query head)");
+  // Every tensor's head count and sequence count against the layer's and the queries'.
+  const Packed<float> v4(lengths, 4, dv, 5), k_one({5}, 2, d, 6), v_one({5}, 2, dv, 7);
+  std::vector<float> ob2(ob.size());
+  const auto out_2h = HeadTensor<float>::packed(ob2.data(), q.offsets, 2, dv);
+  const auto out_one = HeadTensor<float>::packed(ob2.data(), std::vector<Index>{0, 5}, 4, dv);
+  refused([&] { layer.forward_causal(pool, {1, 2}, q.all(), k.all(), v.all(), out_2h); },
+          where + "out.heads() is 2, expected 4 (one per query head)");
+  refused([&] { layer.forward_causal(pool, {1, 2}, q.all(), q.all(), v.all(), out); },
+          where + "k.heads() is 4, expected 2 (one per key/value head)");
+  refused([&] { layer.forward_causal(pool, {1, 2}, q.all(), k.all(), v4.all(), out); },
+          where + "v.heads() is 4, expected 2 (one per key/value head)");
+  refused([&] { layer.forward_causal(pool, {1, 2}, q.all(), k_one.all(), v.all(), out); },
+          where + "k.batch() is 1, expected 2 (one key sequence per query sequence)");
+  refused([&] { layer.forward_causal(pool, {1, 2}, q.all(), k.all(), v_one.all(), out); },
+          where + "v.batch() is 1, expected 2 (one value sequence per query sequence)");
+  refused([&] { layer.forward_causal(pool, {1, 2}, q.all(), k.all(), v.all(), out_one); },
+          where + "out.batch() is 1, expected 2 (one output sequence per query sequence)");
+  // A head's own checks (the cache's, for that head's rows): a non-finite key, an output of
+  // another width.
+  std::vector<float> bad_keys = k.data;
+  bad_keys[std::size_t((1 * 2 + 0) * d + 2)] = std::numeric_limits<float>::quiet_NaN();  // sequence 0, token 1, head 0
+  refused([&] { layer.forward_causal(pool, {1, 2}, q.all(), HeadTensor<const float>::packed(bad_keys.data(), k.offsets, 2, d),
+                                     v.all(), out); },
+          where + "k holds a non-finite value at row 1, column 2, expected finite values");
+  const auto out_wide = HeadTensor<float>::packed(ob2.data(), q.offsets, 4, dv - 1);
+  refused([&] { layer.forward_causal(pool, {1, 2}, q.all(), k.all(), v.all(), out_wide); },
+          where + "out is [5 x 1], expected [5 x 2] (the output buffer holds one row per query)");
   // The second query head of a group is checked as the first is, before any sequence runs.
   refused([&] { layer.forward_causal(pool, {1, 2}, bad_q, k.all(), v.all(), out); },
           where + "q holds a non-finite value at row 0, column 1");
