@@ -399,8 +399,8 @@ TEST_CASE("MultiHeadCache errors name the argument and change nothing", "[multi_
   refused([&] { layer.forward_causal(pool, {1, 2}, q.all(), HeadTensor<const float>::packed(bad_keys.data(), k.offsets, 2, d),
                                      v.all(), out); },
           where + "k holds a non-finite value at row 1, column 2, expected finite values");
-  const auto out_wide = HeadTensor<float>::packed(ob2.data(), q.offsets, 4, dv - 1);
-  refused([&] { layer.forward_causal(pool, {1, 2}, q.all(), k.all(), v.all(), out_wide); },
+  const auto out_narrow = HeadTensor<float>::packed(ob2.data(), q.offsets, 4, dv - 1);
+  refused([&] { layer.forward_causal(pool, {1, 2}, q.all(), k.all(), v.all(), out_narrow); },
           where + "out is [5 x 1], expected [5 x 2] (the output buffer holds one row per query)");
   // The second query head of a group is checked as the first is, before any sequence runs.
   refused([&] { layer.forward_causal(pool, {1, 2}, bad_q, k.all(), v.all(), out); },
