@@ -384,9 +384,6 @@ class TramsAttention {
     if (s.capacity() != cfg_.pool)  // a count: reported as a value, not as a [capacity x d] shape
       return detail::value_problem(Status::shape_mismatch, "state.capacity()", s.capacity(), "", cfg_.pool,
                                    "config.pool: the state must come from make_state(d, dv) of this attention");
-    if (s.capacity() < 1)
-      return detail::at_least(Status::bad_config, "state.capacity()", s.capacity(), 1,
-                              "the state must come from make_state(d, dv)");
     if (score_.key_dim() > 0 && score_.key_dim() != d)
       return detail::value_problem(Status::shape_mismatch, "score.key_dim()", score_.key_dim(), "", d,
                                    "the score's W_Q has one row per key entry: the state's key width");
