@@ -604,6 +604,8 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
        "abc::control::normalization_from_name: normalization is '', expected 'prefix' or 'per_token'"},
       {"load_weights: a missing file", [] { abc::load_weights("/nonexistent/abc/w.abcw"); }, Throws::config_error,
        "abc::load_weights: /nonexistent/abc/w.abcw: cannot read the file"},
+      {"load_weights: a directory (it opens, but its reads fail)", [] { abc::load_weights(ABC_TEST_DATA_DIR); },
+       Throws::config_error, std::string("abc::load_weights: ") + ABC_TEST_DATA_DIR + ": cannot read the file"},
       {"save_weights: a missing directory", [&] { abc::save_weights(wts, "/nonexistent/abc/w.abcw"); },
        Throws::config_error, "abc::save_weights: /nonexistent/abc/w.abcw: cannot write the file"},
 

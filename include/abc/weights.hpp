@@ -5,10 +5,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <map>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -495,10 +496,18 @@ class Weights {
  */
 inline Weights load_weights(const std::string& path) {
   const std::string who = "abc::load_weights: " + path;
-  std::ifstream f(path, std::ios::binary);
+  // C stdio, not a std::ifstream: a read that fails (a directory opens, then its reads fail) is an
+  // error flag here, where libstdc++'s filebuf throws std::ios_base::failure with its own message.
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) Weights::fail(who, "cannot read the file");
-  const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) Weights::fail(who, "cannot read the file");
+  std::vector<std::uint8_t> bytes;
+  for (std::size_t got = 1; got > 0;) {
+    const std::size_t at = bytes.size(), chunk = 1 << 16;
+    bytes.resize(at + chunk);
+    got = std::fread(bytes.data() + at, 1, chunk, f.get());
+    bytes.resize(at + got);
+  }
+  if (std::ferror(f.get())) Weights::fail(who, "cannot read the file");
   return Weights::parse(who, bytes.data(), bytes.size());
 }
 
