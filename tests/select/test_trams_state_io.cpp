@@ -217,6 +217,22 @@ TEMPLATE_TEST_CASE("bad TRAMS pool blobs are refused by name and leave the desti
   refused(edited(at_d, 0), "widths are d = 0, dv = 3, expected each in [1, 65536]");
   refused(edited(at_dv, 65537), "widths are d = 4, dv = 65537, expected each in [1, 65536]");
   refused(edited(at_d, std::uint64_t(1) << 62), "widths are d = 4611686018427387904, dv = 3");
+  {
+    // Widths in range whose rows for a pool of 2^47 tokens overflow an Index: refused before a
+    // cache of that size is allocated (a pool that large is only ever a configuration).
+    const std::uint64_t rows = std::uint64_t(1) << 47;
+    TramsAttention<T> huge(TramsConfig{Index(rows), 2, 2}, KeyScore<T>::norm());
+    Blob wide = good;
+    blob::put_u64(wide, at_pool, rows);
+    blob::put_u64(wide, at_d, 65536);
+    blob::put_u64(wide, at_dv, 65536);
+    blob::reseal(wide);
+    typename TramsAttention<T>::State blank;
+    REQUIRE_THROWS_WITH(abc::select::load_state(huge, wide, blank),
+                        ABC_CONTAINS("abc::select::load_state: 140737488355328 rows × (d + dv) overflows "
+                                     "(140737488355328 × 131072)"));
+    REQUIRE(blank.capacity() == 0);
+  }
   TramsAttention<T> paper(TramsConfig{6, 2, 2}, make_score<T>(ScoreKind::trams_paper, d));
   refused(abc::select::save_state(paper, paper.make_state(d, dv)),
           "the score is kind 1 with model_dim 9, expected kind 0 with model_dim 9");
