@@ -208,6 +208,28 @@ TEST_CASE("GMAT refuses bad patterns and shapes, naming the argument", "[gmat][e
   abc::Matrix<float> bad = x;
   bad(3, 1) = std::numeric_limits<float>::infinity();
   REQUIRE_THROWS_WITH(g.forward(x, bad, x, m, m, m), ABC_CONTAINS("k_x holds a non-finite value at row 3, column 1"));
+  const std::string who = "abc::GlobalMemoryAttention: ";
+  REQUIRE_THROWS_WITH(g.forward(x, x, abc::Matrix<float>::Ones(7, 3), m, m, m),
+                      who + "v_x is [7 x 3], expected [8 x 3] (one value per main token (k_x.rows()))");
+  abc::Matrix<float> out_x(8, 2), out_m(2, 3);
+  REQUIRE_THROWS_WITH(g.forward_into(x, x, x, m, m, m, out_x, out_m),
+                      who + "out_x is [8 x 2], expected [8 x 3] (the output holds one row per main token)");
+  // A non-finite entry in each input, named with its place; nothing is written.
+  abc::Matrix<float> main_out = abc::Matrix<float>::Zero(8, 3), memory_out = abc::Matrix<float>::Zero(2, 3);
+  abc::Matrix<float> bad_m = m;
+  bad_m(1, 2) = std::numeric_limits<float>::quiet_NaN();
+  const auto refused = [&](const abc::Matrix<float>& q_x, const abc::Matrix<float>& v_x, const abc::Matrix<float>& q_m,
+                           const abc::Matrix<float>& k_m, const abc::Matrix<float>& v_m, const std::string& why) {
+    INFO(why);
+    REQUIRE_THROWS_WITH(g.forward_into(q_x, x, v_x, q_m, k_m, v_m, main_out, memory_out), who + why);
+    REQUIRE(main_out.isZero());
+    REQUIRE(memory_out.isZero());
+  };
+  refused(bad, x, m, m, m, "q_x holds a non-finite value at row 3, column 1, expected finite values");
+  refused(x, bad, m, m, m, "v_x holds a non-finite value at row 3, column 1, expected finite values");
+  refused(x, x, bad_m, m, m, "q_m holds a non-finite value at row 1, column 2, expected finite values");
+  refused(x, x, m, bad_m, m, "k_m holds a non-finite value at row 1, column 2, expected finite values");
+  refused(x, x, m, m, bad_m, "v_m holds a non-finite value at row 1, column 2, expected finite values");
 }
 
 }  // namespace global_memory_attention_test
