@@ -74,8 +74,9 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
   const M q = ref::random<float>(5, 4, 1), k = ref::random<float>(5, 4, 2), v = ref::random<float>(5, 3, 3);
   const M k3 = ref::random<float>(5, 3, 4), q6 = ref::random<float>(6, 4, 5), v4 = ref::random<float>(4, 3, 6);
   const M z(5, 0);
-  M k_nan = k;
+  M k_nan = k, v_nan = v;
   k_nan(2, 1) = nan;
+  v_nan(4, 2) = nan;
   const V q1 = q.row(0).transpose(), k1 = k.row(0).transpose(), v1 = v.row(0).transpose(), z1(0);
   const V k1_3 = k3.row(0).transpose(), x1_4 = q1;
   const abc::BoundedAttention<SW> attn{SW{4}};
@@ -99,6 +100,13 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
   dout_nan(2, 1) = nan;
   const abc::StateGradient<float> short_end{M::Zero(3, 4), M::Zero(4, 3), M::Zero(2, 4)};
   const abc::StateGradient<float> nan_end{M::Zero(4, 4), dout_nan.topRows(4), M::Zero(2, 4)};
+  const abc::StateGradient<float> narrow_end{M::Zero(4, 4), M::Zero(4, 2), M::Zero(2, 4)};
+  const abc::StateGradient<float> wide_end{M::Zero(4, 4), M::Zero(4, 3), M::Zero(2, 5)};
+  M nan_keys = M::Zero(4, 4), nan_norm = M::Zero(2, 4);
+  nan_keys(2, 1) = nan;
+  nan_norm(1, 1) = nan;
+  const abc::StateGradient<float> nan_key_end{nan_keys, M::Zero(4, 3), M::Zero(2, 4)};
+  const abc::StateGradient<float> nan_norm_end{M::Zero(4, 4), M::Zero(4, 3), nan_norm};
   // RFA (a linear readout, n = 6 slots): its state keeps no K̃, so d_end.keys has no column.
   const abc::BoundedAttention<RandomFeature<float>> rfa{
       RandomFeature<float>(abc::feature::RandomFourier<float>(M::Ones(3, 4)))};
@@ -252,6 +260,22 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
        Throws::config_error,
        "abc::BoundedAttention::backward_causal: d_end.values holds a non-finite value at row 2, column 1, expected "
        "finite values"},
+      {"backward_causal(state): d_end with values of another width",
+       [&] { attn.backward_causal(state, q, k, v, v, narrow_end); }, Throws::shape_error,
+       "abc::BoundedAttention::backward_causal: d_end.values is [4 x 2], expected [4 x 3] (d_end holds the gradient of "
+       "the state the call leaves, shaped as the state)"},
+      {"backward_causal(state): d_end with a per-slot row too long",
+       [&] { attn.backward_causal(state, q, k, v, v, wide_end); }, Throws::shape_error,
+       "abc::BoundedAttention::backward_causal: d_end.slot_state is [2 x 5], expected [2 x 4] (d_end holds the "
+       "gradient of the state the call leaves, shaped as the state)"},
+      {"backward_causal(state): a non-finite d_end.keys", [&] { attn.backward_causal(state, q, k, v, v, nan_key_end); },
+       Throws::config_error,
+       "abc::BoundedAttention::backward_causal: d_end.keys holds a non-finite value at row 2, column 1, expected "
+       "finite values"},
+      {"backward_causal(state): a non-finite d_end.slot_state",
+       [&] { attn.backward_causal(state, q, k, v, v, nan_norm_end); }, Throws::config_error,
+       "abc::BoundedAttention::backward_causal: d_end.slot_state holds a non-finite value at row 1, column 1, "
+       "expected finite values"},
       {"backward (RFA): d_out of the wrong width", [&] { rfa.backward(q, k, v, out52); }, Throws::shape_error,
        "abc::BoundedAttention::backward: d_out is [5 x 2], expected [5 x 3] (the gradient of the output holds one row "
        "per query)"},
@@ -671,6 +695,17 @@ TEST_CASE("every public call's errors: the exception type and the whole message"
        "abc::SoftmaxAttention::forward: out is [5 x 2], expected [5 x 3] (the output buffer holds one row per query)"},
       {"SoftmaxAttention::forward: a non-finite key", [&] { softmax.forward(q, k_nan, v); }, Throws::config_error,
        "abc::SoftmaxAttention::forward: k holds a non-finite value at row 2, column 1, expected finite values"},
+      {"SoftmaxAttention::forward: a non-finite query", [&] { softmax.forward(k_nan, k, v); }, Throws::config_error,
+       "abc::SoftmaxAttention::forward: q holds a non-finite value at row 2, column 1, expected finite values"},
+      {"SoftmaxAttention::forward_causal: a non-finite value", [&] { softmax.forward_causal(q, k, v_nan); },
+       Throws::config_error,
+       "abc::SoftmaxAttention::forward_causal: v holds a non-finite value at row 4, column 2, expected finite values"},
+      {"SoftmaxAttention::forward_causal: fewer values than keys", [&] { softmax.forward_causal(q, k, v4); },
+       Throws::shape_error,
+       "abc::SoftmaxAttention::forward_causal: v is [4 x 3], expected [5 x 3] (v.rows() must equal k.rows(): one "
+       "value per key)"},
+      {"SoftmaxAttention::forward: zero-width values", [&] { softmax.forward(q, k, z); },
+       Throws::shape_error, "abc::SoftmaxAttention::forward: v.cols() is 0, expected at least 1 (values need a column)"},
   };
 
   std::vector<std::string> messages;
